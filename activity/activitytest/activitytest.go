@@ -1,0 +1,232 @@
+// Package activitytest builds activity stores for tests, benchmarks and
+// fixtures: a temporary store with its own key directory, a small scripted
+// incident that touches every kind of record, and bulk filling.
+package activitytest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Clock is a deterministic clock: each call advances it by Step.
+type Clock struct {
+	T    time.Time
+	Step time.Duration
+}
+
+// Now returns the current time and advances the clock.
+func (c *Clock) Now() time.Time {
+	t := c.T
+	c.T = c.T.Add(c.Step)
+	return t
+}
+
+// NewClock starts at 2026-11-30 09:00 UTC and ticks by 250ms.
+func NewClock() *Clock {
+	return &Clock{T: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), Step: 250 * time.Millisecond}
+}
+
+// Open creates a store in a temporary directory, with its key directory
+// beside it, closed when the test ends.
+func Open(tb testing.TB, opts activity.Options) (*activity.Store, string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	if opts.KeyDir == "" {
+		opts.KeyDir = filepath.Join(dir, "keys")
+	}
+	path := filepath.Join(dir, "mcpdup.db")
+	s, err := activity.Open(context.Background(), path, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, opts.KeyDir
+}
+
+// Incident writes a small incident through the store's public API: two
+// agent runs, a refused call, a completed deploy whose result was not
+// delivered and a retry that attached to it, a payment with an unknown
+// outcome that an operator verifies, a ticket still unknown, a pending
+// verification, read-only repeats, an authorization rejection and a
+// failure before dispatch. It returns the execution ids by name.
+func Incident(ctx context.Context, s *activity.Store) (map[string]activity.ExecutionID, error) {
+	ids := map[string]activity.ExecutionID{}
+	var runA, runB activity.Run
+	_, err := s.Write(ctx, func(w *activity.Writer) error {
+		if _, err := w.AddSource(activity.Source{Format: "gateway", Note: "activitytest incident"}); err != nil {
+			return err
+		}
+		var err error
+		runA, err = w.StartRun(activity.Run{Actor: "agent:deployer", IdentifiedBy: activity.RunByMetaID, Evidence: "run-7f3a"})
+		if err != nil {
+			return err
+		}
+		runB, err = w.StartRun(activity.Run{Actor: "agent:deployer", IdentifiedBy: activity.RunByMetaID, Evidence: "run-91c2"})
+		if err != nil {
+			return err
+		}
+		if err := w.AddGrant(activity.Grant{RunID: runA.ID, Scope: "deploy-service", GrantedBy: "policy:session"}); err != nil {
+			return err
+		}
+		_, err = w.RecordCall(activity.Call{Actor: "unknown", Method: "tools/call", Tool: "deploy_release",
+			JSONRPCID: activity.Some("1"), Disposition: activity.DispositionRefused, Reason: "401: no valid bearer token"})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	steps := []struct {
+		name, tool string
+		run        activity.Run
+		contract   activity.Contract
+		args       string
+		path       []activity.State
+		retry      bool
+	}{
+		{"deploy", "deploy_release", runA, activity.ContractRepeatableWithKey, `{"region":"us-east-1","service":"billing","version":"2.4.1"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDeliveryFailed}, true},
+		{"payment", "charge_card", runA, activity.ContractBlockedAfterUnknown, `{"amount_cents":4200,"customer":"cus_123"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateUnknown, activity.StatePendingVerification}, true},
+		{"ticket", "open_ticket", runA, activity.ContractRecoverableByLookup, `{"title":"disk full on db-3"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateUnknown}, false},
+		{"read1", "get_status", runA, activity.ContractReadOnly, `{"service":"billing"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered}, false},
+		{"read2", "get_status", runA, activity.ContractReadOnly, `{"service":"billing"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered}, false},
+		{"deployB", "deploy_release", runB, activity.ContractRepeatableWithKey, `{"region":"us-east-1","service":"billing","version":"2.4.1"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered}, false},
+		{"locked", "rotate_credential", runB, activity.ContractBlockedAfterUnknown, `{"credential":"ref:db-admin"}`,
+			[]activity.State{activity.StateRejected}, false},
+		{"refused_conn", "deploy_release", runB, activity.ContractRepeatableWithKey, `{"region":"eu-west-1","service":"billing","version":"2.4.1"}`,
+			[]activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateFailedBefore}, false},
+	}
+	for i, st := range steps {
+		var id activity.ExecutionID
+		_, err := s.Write(ctx, func(w *activity.Writer) error {
+			call, err := w.RecordCall(activity.Call{RunID: st.run.ID, Actor: st.run.Actor, Method: "tools/call", Tool: st.tool,
+				JSONRPCID: activity.Some(fmt.Sprint(i + 2)), SessionID: activity.Some("mcp-sess-" + string(st.run.Evidence)),
+				ProtocolVersion: activity.Some("2025-11-25"), Arguments: json.RawMessage(st.args), Disposition: activity.DispositionNewExecution})
+			if err != nil {
+				return err
+			}
+			e, err := w.Accept(activity.Execution{
+				Action: activity.Action{Actor: st.run.Actor, Tool: st.tool, Channel: activity.ChannelHTTP,
+					Target: "http://127.0.0.1:9400/v1/" + st.tool, Method: "POST", CredentialRef: "deploy-service",
+					Arguments: json.RawMessage(st.args), IntentScope: "run:" + string(st.run.ID)},
+				Fingerprint: fmt.Sprintf("hmac-sha256:%064x", len(st.args)*7919+len(st.tool)), FingerprintKeyID: "fp1",
+				RunID: st.run.ID, Contract: st.contract, CreatedByCall: call.ID,
+			})
+			if err != nil {
+				return err
+			}
+			id = e.ID
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		ids[st.name] = id
+		for _, to := range st.path {
+			_, err := s.Write(ctx, func(w *activity.Writer) error {
+				t := activity.Transition{ExecutionID: id, To: to}
+				switch to {
+				case activity.StateSucceeded:
+					ref, err := w.PutResult([]byte(`{"content":[{"type":"text","text":"ok"}]}`))
+					if err != nil {
+						return err
+					}
+					t.TargetStatus, t.ResultRef = activity.Some(201), ref
+				case activity.StateUnknown:
+					t.Reason = "connection reset after the request body was written"
+				case activity.StateRejected:
+					t.Reason = "vault locked"
+				case activity.StateFailedBefore:
+					t.Reason = "connect: connection refused"
+				}
+				_, err := w.Transition(t)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s → %s: %w", st.name, to, err)
+			}
+		}
+		if st.retry {
+			_, err := s.Write(ctx, func(w *activity.Writer) error {
+				_, err := w.RecordCall(activity.Call{RunID: st.run.ID, Actor: st.run.Actor, Method: "tools/call", Tool: st.tool,
+					JSONRPCID: activity.Some(fmt.Sprint(100 + i)), Arguments: json.RawMessage(st.args),
+					Disposition: activity.DispositionAttached, ExecutionID: id, Reason: "same fingerprint, same run"})
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s retry: %w", st.name, err)
+			}
+		}
+	}
+	_, err = s.Write(ctx, func(w *activity.Writer) error {
+		if _, err := w.Transition(activity.Transition{ExecutionID: ids["deploy"], To: activity.StateDelivered, Reason: "stored result returned to the retry"}); err != nil {
+			return err
+		}
+		_, err := w.Resolve(activity.Resolution{ExecutionID: ids["payment"], Outcome: activity.ResolutionVerified, Operator: "alice",
+			Note: "charge ch_9 present in the processor dashboard", Evidence: "https://dashboard.example/ch_9"})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// Fill appends about n records in transactions of batch records: calls,
+// executions and full lifecycles, as a busy gateway would write them.
+func Fill(ctx context.Context, s *activity.Store, n, batch int) error {
+	written := 0
+	for written < n {
+		recs, err := s.Write(ctx, func(w *activity.Writer) error {
+			for len(w.Records()) < batch && written+len(w.Records()) < n {
+				if err := oneExecution(w, written+len(w.Records())); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		written += len(recs)
+	}
+	return nil
+}
+
+func oneExecution(w *activity.Writer, i int) error {
+	args := json.RawMessage(fmt.Sprintf(`{"service":"svc-%d","version":"1.%d.0"}`, i%97, i%13))
+	call, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release",
+		JSONRPCID: activity.Some(fmt.Sprint(i)), Arguments: args, Disposition: activity.DispositionNewExecution})
+	if err != nil {
+		return err
+	}
+	e, err := w.Accept(activity.Execution{
+		Action: activity.Action{Actor: "agent:bulk", Tool: "deploy_release", Channel: activity.ChannelHTTP,
+			Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", CredentialRef: "deploy-service", Arguments: args},
+		Fingerprint: fmt.Sprintf("hmac-sha256:%064x", i), FingerprintKeyID: "fp1",
+		Contract: activity.ContractRepeatableWithKey, CreatedByCall: call.ID,
+	})
+	if err != nil {
+		return err
+	}
+	for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered} {
+		t := activity.Transition{ExecutionID: e.ID, To: to}
+		if to == activity.StateSucceeded {
+			t.TargetStatus = activity.Some(201)
+		}
+		if _, err := w.Transition(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

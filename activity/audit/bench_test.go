@@ -1,0 +1,96 @@
+package audit_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/activity/audit"
+)
+
+const benchRecords = 1_000_000
+
+// benchLog returns a sealed log of about benchRecords records, built once
+// through the real append path and kept in the temp directory between runs
+// (building it takes about a minute).
+func benchLog(b *testing.B) (path, keyDir, pub string) {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-verify-%d-v%d", benchRecords, activity.SchemaVersion))
+	path, keyDir = filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
+		os.RemoveAll(dir)
+		s, err := activity.Open(ctx, path, activity.Options{KeyDir: keyDir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("building a %d-record log in %s", benchRecords, dir)
+		if err := activitytest.Fill(ctx, s, benchRecords, 3000); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600)
+	}
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	pub, err = s.PublicKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return path, keyDir, pub
+}
+
+// BenchmarkVerify times `audit verify` over a 1,000,000-record database
+// and over its export, side by side:
+//
+//	go test ./activity/audit -run '^$' -bench Verify -benchtime 1x
+func BenchmarkVerify(b *testing.B) {
+	path, keyDir, pub := benchLog(b)
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var export bytes.Buffer
+	if _, err := audit.Export(ctx, s, &export); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("db", func(b *testing.B) {
+		var records int64
+		for range b.N {
+			rep, err := audit.VerifyStore(ctx, s, audit.Options{Key: pub, KeyPinned: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Tampered {
+				b.Fatalf("bench log reported tampered: %+v", rep.Problems[0])
+			}
+			records = rep.Records
+		}
+		b.ReportMetric(float64(records), "records")
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/verify")
+	})
+	b.Run("export", func(b *testing.B) {
+		var records int64
+		for range b.N {
+			rep, err := audit.VerifyExport(bytes.NewReader(export.Bytes()), "bench.jsonl", audit.Options{Key: pub, KeyPinned: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Tampered {
+				b.Fatalf("bench export reported tampered: %+v", rep.Problems[0])
+			}
+			records = rep.Records
+		}
+		b.ReportMetric(float64(records), "records")
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/verify")
+	})
+}

@@ -1,0 +1,445 @@
+// Package audit verifies the activity log and exports it. Verification
+// recomputes every hash from the stored record bytes and trusts nothing the
+// database or export says about itself: not its hashes, not its tree, not
+// its public key. What it checks, in order: seq continuity, chain links,
+// record hashes, checkpoint signatures against the pinned key and origin,
+// checkpoint roots against the recomputed Merkle tree, truncation below the
+// newest checkpoint, and rollback or fork against a checkpoint kept
+// elsewhere.
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Options say what verification may trust.
+type Options struct {
+	// Key is the pinned verifier key (name+hash+key). Its name is the log
+	// origin. Empty: signatures cannot be checked.
+	Key string
+	// KeyPinned is false when the key came from a file on this host rather
+	// than from the operator; the report says so.
+	KeyPinned bool
+	// Trusted is a signed checkpoint kept outside the log (a ticket, a
+	// teammate, another machine), used to detect rollback and forks.
+	Trusted []byte
+	// Progress, if set, is called now and then with records checked so far
+	// and the total when known (0 otherwise).
+	Progress func(done, total int64)
+}
+
+// Check names, in the order they are reported.
+const (
+	CheckSeq         = "seq_continuity"
+	CheckChain       = "chain_links"
+	CheckHashes      = "record_hashes"
+	CheckSignatures  = "checkpoint_signatures"
+	CheckRoots       = "checkpoint_roots"
+	CheckTruncation  = "truncation"
+	CheckTrusted     = "rollback_fork"
+	CheckSealed      = "sealed_tail"
+	checkCount       = 8
+	maxProblemsKept  = 200
+	progressInterval = 1 << 16
+)
+
+var checkTitles = map[string]string{
+	CheckSeq:        "seq continuity",
+	CheckChain:      "chain links",
+	CheckHashes:     "record hashes",
+	CheckSignatures: "checkpoint signatures",
+	CheckRoots:      "checkpoint roots",
+	CheckTruncation: "truncation",
+	CheckTrusted:    "rollback / fork",
+	CheckSealed:     "sealed tail",
+}
+
+// Status of one check.
+type Status string
+
+const (
+	StatusOK      Status = "ok"
+	StatusFailed  Status = "failed"
+	StatusWarning Status = "warning"
+	StatusSkipped Status = "not_checked"
+)
+
+// Check is one line of the report.
+type Check struct {
+	Name   string `json:"name"`
+	Title  string `json:"title"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// Problem is one finding, tied to a record where there is one.
+type Problem struct {
+	Check   string `json:"check"`
+	Code    string `json:"code"`
+	Seq     int64  `json:"seq"` // -1 when not about one record
+	Message string `json:"message"`
+}
+
+// Report is the result of a verification.
+type Report struct {
+	SchemaVersion   int       `json:"schema_version"`
+	Source          string    `json:"source"`
+	Origin          string    `json:"origin"`
+	OriginPinned    bool      `json:"origin_pinned"`
+	Key             string    `json:"key,omitempty"`
+	KeyPinned       bool      `json:"key_pinned"`
+	Records         int64     `json:"records"`
+	Checkpoints     int       `json:"checkpoints"`
+	SealedSize      int64     `json:"sealed_size"`
+	Unsealed        int64     `json:"unsealed"`
+	Checks          []Check   `json:"checks"`
+	Problems        []Problem `json:"problems"`
+	ProblemsOmitted int       `json:"problems_omitted"`
+	Tampered        bool      `json:"tampered"`
+	Result          string    `json:"result"` // ok | tampered
+}
+
+// verifier is fed the log in order, one record or checkpoint at a time,
+// by a database or export reader, and keeps O(log n) state.
+type verifier struct {
+	opts      Options
+	origin    string
+	verifiers note.Verifiers
+
+	pos      int64         // records fed so far
+	prevHash tlog.Hash     // recomputed hash of the last record fed
+	edge     activity.Edge // right edge of the recomputed Merkle tree
+	expect   int64         // next seq expected
+	missing  map[int64]bool
+
+	checkpoints []checkpoint // seen, verified or not, by size
+	pending     []checkpoint // size > pos: root checked when pos reaches size
+	trusted     *checkpoint
+	sealed      int64 // largest size whose root matched and whose signature verified
+
+	problems []Problem
+	omitted  int
+	counts   map[string]int
+	total    int64
+}
+
+type checkpoint struct {
+	size   int64
+	root   tlog.Hash
+	signed bool // signature verified against the pinned key
+	where  string
+}
+
+func newVerifier(origin string, opts Options) (*verifier, error) {
+	v := &verifier{opts: opts, origin: origin, missing: map[int64]bool{}, counts: map[string]int{}}
+	if opts.Key != "" {
+		nv, err := note.NewVerifier(opts.Key)
+		if err != nil {
+			return nil, fmt.Errorf("public key: %w", err)
+		}
+		v.verifiers = note.VerifierList(nv)
+		v.origin = nv.Name() // the pinned key fixes the origin
+	}
+	v.prevHash = activity.GenesisHash(v.origin)
+	return v, nil
+}
+
+func (v *verifier) problem(check, code string, seq int64, format string, args ...any) {
+	v.counts[check]++
+	if len(v.problems) >= maxProblemsKept {
+		v.omitted++
+		return
+	}
+	v.problems = append(v.problems, Problem{check, code, seq, fmt.Sprintf(format, args...)})
+}
+
+// addRecord checks one record. rowSeq is the seq the container claims for
+// it (the database row key), or -1 when the container has none (an export
+// line). storedLeaf is the cached hash the database keeps, or nil.
+func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
+	seq, prev, err := activity.ParseHead(canonical)
+	label := seq
+	if rowSeq >= 0 {
+		label = rowSeq
+	}
+	switch {
+	case err != nil:
+		v.problem(CheckSeq, "malformed_record", label, "record %d: %v", label, err)
+		seq = label
+	case rowSeq >= 0 && seq != rowSeq:
+		v.problem(CheckSeq, "misplaced_record", rowSeq, "record %d: row holds record %d (rows reordered or copied)", rowSeq, seq)
+	}
+	if rowSeq >= 0 {
+		seq = rowSeq
+	}
+	v.checkSeq(seq)
+
+	h := tlog.RecordHash(canonical)
+	if storedLeaf != nil && !bytes.Equal(storedLeaf, h[:]) {
+		v.problem(CheckHashes, "hash_mismatch", seq, "record %d: content does not match its stored hash (edited after it was written)", seq)
+	}
+	if err == nil && prev != v.prevHash {
+		if v.pos == 0 {
+			v.problem(CheckChain, "genesis_mismatch", seq, "record %d: does not start the chain of %s (another log, or records deleted before it)", seq, v.origin)
+		} else {
+			v.problem(CheckChain, "chain_break", seq, "record %d: prev does not match the hash of the record before it (a record was edited, inserted or removed)", seq)
+		}
+	}
+	v.prevHash = h
+
+	hashes, herr := tlog.StoredHashesForRecordHash(v.pos, h, &v.edge)
+	if herr != nil {
+		panic("audit: tree edge out of step: " + herr.Error()) // our own bookkeeping, not input
+	}
+	v.edge.Add(v.pos, hashes)
+	v.pos++
+	v.checkPending()
+	if v.opts.Progress != nil && v.pos%progressInterval == 0 {
+		v.opts.Progress(v.pos, v.total)
+	}
+}
+
+// checkSeq tracks gaps and reordering: a seq that arrives after a later
+// one was reported missing is a reorder, not a gap.
+func (v *verifier) checkSeq(seq int64) {
+	switch {
+	case seq == v.expect:
+		v.expect++
+	case seq > v.expect:
+		for s := v.expect; s < seq && len(v.missing) < 10000; s++ {
+			v.missing[s] = true
+		}
+		v.expect = seq + 1
+	case v.missing[seq]:
+		delete(v.missing, seq)
+		v.problem(CheckSeq, "reordered", seq, "record %d: appears after record %d (records reordered)", seq, v.expect-1)
+	default:
+		v.problem(CheckSeq, "duplicate_seq", seq, "record %d: appears twice", seq)
+	}
+}
+
+// addCheckpoint checks a signed checkpoint note. Its root is compared once
+// the recomputed tree reaches its size.
+func (v *verifier) addCheckpoint(msg []byte, where string) {
+	cp, ok := v.parseCheckpoint(msg, where, CheckSignatures)
+	if !ok {
+		return
+	}
+	for _, seen := range v.checkpoints {
+		if seen.size == cp.size && seen.root != cp.root {
+			v.problem(CheckRoots, "fork", -1, "%s: size %d has two different roots (%s and %s): the log was forked", where, cp.size, seen.where, where)
+		}
+	}
+	v.checkpoints = append(v.checkpoints, cp)
+	v.schedule(cp)
+}
+
+func (v *verifier) schedule(cp checkpoint) {
+	switch {
+	case cp.size == v.pos:
+		v.checkRoot(cp)
+	case cp.size > v.pos:
+		v.pending = append(v.pending, cp)
+	default:
+		v.problem(CheckRoots, "misplaced_checkpoint", -1, "%s: covers %d records but appears after record %d; its root cannot be checked (export reordered)", cp.where, cp.size, v.pos-1)
+	}
+}
+
+func (v *verifier) checkPending() {
+	if len(v.pending) == 0 {
+		return
+	}
+	v.pending = slices.DeleteFunc(v.pending, func(cp checkpoint) bool {
+		if cp.size != v.pos {
+			return false
+		}
+		v.checkRoot(cp)
+		return true
+	})
+}
+
+func (v *verifier) checkRoot(cp checkpoint) {
+	root, err := tlog.TreeHash(cp.size, &v.edge)
+	if err != nil {
+		panic("audit: tree edge out of step: " + err.Error())
+	}
+	trusted := v.trusted != nil && cp == *v.trusted
+	switch {
+	case root == cp.root && cp.signed && cp.size > v.sealed:
+		v.sealed = cp.size
+	case root == cp.root:
+	case trusted:
+		v.problem(CheckTrusted, "fork", -1, "trusted checkpoint (size %d): the log's first %d records hash to %s, not %s: the log was rewritten or forked after that checkpoint was taken", cp.size, cp.size, root, cp.root)
+	default:
+		v.problem(CheckRoots, "root_mismatch", -1, "%s: root does not match the records (the log was rewritten after it was signed)", cp.where)
+	}
+}
+
+// parseCheckpoint opens a signed note with the pinned key, or, with no key,
+// reads its text unverified.
+func (v *verifier) parseCheckpoint(msg []byte, where, check string) (checkpoint, bool) {
+	cp := checkpoint{where: where}
+	var text string
+	if v.verifiers != nil {
+		n, err := note.Open(msg, v.verifiers)
+		var unverified *note.UnverifiedNoteError
+		var invalid *note.InvalidSignatureError
+		switch {
+		case errors.As(err, &invalid):
+			v.problem(check, "bad_signature", -1, "%s: signature by %s does not verify (the checkpoint was altered)", where, invalid.Name)
+			return cp, false
+		case errors.As(err, &unverified):
+			v.problem(check, "unknown_signer", -1, "%s: not signed by the pinned key %s (signed by another key)", where, v.origin)
+			return cp, false
+		case err != nil:
+			v.problem(check, "malformed_checkpoint", -1, "%s: %v", where, err)
+			return cp, false
+		}
+		text, cp.signed = n.Text, true
+	} else {
+		t, ok := splitNote(msg)
+		if !ok {
+			v.problem(check, "malformed_checkpoint", -1, "%s: not a signed note", where)
+			return cp, false
+		}
+		text = t
+	}
+	origin, size, root, err := activity.ParseCheckpointText(text)
+	if err != nil {
+		v.problem(check, "malformed_checkpoint", -1, "%s: %v", where, err)
+		return cp, false
+	}
+	if origin != v.origin {
+		v.problem(check, "origin_mismatch", -1, "%s: origin %q is not this log's %q", where, origin, v.origin)
+		return cp, false
+	}
+	cp.size, cp.root = size, root
+	return cp, true
+}
+
+func splitNote(msg []byte) (string, bool) {
+	i := bytes.Index(msg, []byte("\n\n"))
+	if i < 0 {
+		return "", false
+	}
+	return string(msg[:i+1]), true
+}
+
+// setTrusted registers a checkpoint kept outside the log.
+func (v *verifier) setTrusted(msg []byte) {
+	cp, ok := v.parseCheckpoint(msg, "trusted checkpoint", CheckTrusted)
+	if !ok {
+		return
+	}
+	v.trusted = &cp
+	v.schedule(cp)
+}
+
+// close reports what streaming could not: gaps never filled and
+// checkpoints beyond the end (truncation).
+func (v *verifier) close() {
+	for s := range v.missing {
+		v.problem(CheckSeq, "gap", s, "record %d: missing (seq gap)", s)
+	}
+	for _, cp := range v.pending {
+		if v.trusted != nil && cp == *v.trusted {
+			v.problem(CheckTrusted, "rollback", -1, "trusted checkpoint covers %d records but the log has %d: the log was truncated or rolled back", cp.size, v.pos)
+		} else {
+			v.problem(CheckTruncation, "truncated", -1, "%s covers %d records but the log has %d: records were removed from the end", cp.where, cp.size, v.pos)
+		}
+	}
+	v.pending = nil
+}
+
+// report builds the report once the log has been read and closed.
+func (v *verifier) report(source, key string) *Report {
+	rep := new(Report)
+	slices.SortStableFunc(v.problems, func(a, b Problem) int {
+		if c := checkOrder(a.Check) - checkOrder(b.Check); c != 0 {
+			return c
+		}
+		return int(a.Seq - b.Seq)
+	})
+	*rep = Report{
+		SchemaVersion: 1, Source: source, Origin: v.origin, OriginPinned: v.verifiers != nil,
+		Key: key, KeyPinned: v.opts.KeyPinned && key != "",
+		Records: v.pos, Checkpoints: len(v.checkpoints), SealedSize: v.sealed,
+		Problems: v.problems, ProblemsOmitted: v.omitted,
+	}
+	if rep.Problems == nil {
+		rep.Problems = []Problem{}
+	}
+	if v.pos > v.sealed {
+		rep.Unsealed = v.pos - v.sealed
+	}
+	rep.Checks = v.checks(rep)
+	rep.Tampered = len(v.problems) > 0
+	rep.Result = "ok"
+	if rep.Tampered {
+		rep.Result = "tampered"
+	}
+	return rep
+}
+
+func checkOrder(name string) int {
+	for i, n := range []string{CheckSeq, CheckChain, CheckHashes, CheckSignatures, CheckRoots, CheckTruncation, CheckTrusted, CheckSealed} {
+		if n == name {
+			return i
+		}
+	}
+	return checkCount
+}
+
+func (v *verifier) checks(rep *Report) []Check {
+	out := make([]Check, 0, checkCount)
+	add := func(name string, status Status, format string, args ...any) {
+		if v.counts[name] > 0 {
+			status = StatusFailed
+			format = "%d problem(s): " + format
+			args = append([]any{v.counts[name]}, args...)
+		}
+		out = append(out, Check{name, checkTitles[name], status, fmt.Sprintf(format, args...)})
+	}
+	last := v.pos - 1
+	add(CheckSeq, StatusOK, "%d records, seq 0..%d", v.pos, last)
+	add(CheckChain, StatusOK, "every prev recomputed from the record before it")
+	add(CheckHashes, StatusOK, "%d leaf hashes recomputed from the stored bytes", v.pos)
+	switch {
+	case v.verifiers == nil:
+		add(CheckSignatures, StatusSkipped, "no public key: pass --key to check signatures (%d checkpoints read unverified)", len(v.checkpoints))
+	case len(v.checkpoints) == 0:
+		add(CheckSignatures, StatusWarning, "no checkpoints: nothing in this log is signed")
+	case !rep.KeyPinned:
+		add(CheckSignatures, StatusWarning, "%d checkpoints signed by %s, but the key was read from this host, not pinned (pass --key)", len(v.checkpoints), v.origin)
+	default:
+		add(CheckSignatures, StatusOK, "%d checkpoints signed by the pinned key %s", len(v.checkpoints), v.origin)
+	}
+	add(CheckRoots, StatusOK, "every checkpoint root matches the recomputed tree")
+	newest := int64(0)
+	for _, cp := range v.checkpoints {
+		newest = max(newest, cp.size)
+	}
+	add(CheckTruncation, StatusOK, "log size %d ≥ newest checkpoint %d; removal after it cannot be ruled out without a trusted checkpoint", v.pos, newest)
+	if v.trusted == nil {
+		add(CheckTrusted, StatusSkipped, "no trusted checkpoint: pass --trusted-checkpoint to detect rollback or a rewritten history")
+	} else {
+		add(CheckTrusted, StatusOK, "the log extends the trusted checkpoint at size %d", v.trusted.size)
+	}
+	if rep.Unsealed > 0 {
+		add(CheckSealed, StatusWarning, "%d records after the newest verified checkpoint are not sealed (records %d..%d); they are chained but unsigned", rep.Unsealed, v.sealed, last)
+	} else {
+		add(CheckSealed, StatusOK, "every record is covered by a verified checkpoint")
+	}
+	if v.verifiers == nil && rep.Unsealed > 0 && len(v.checkpoints) > 0 {
+		out[len(out)-1].Detail = fmt.Sprintf("%d records: no checkpoint could be verified without a key", v.pos)
+	}
+	return out
+}

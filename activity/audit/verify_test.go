@@ -1,0 +1,519 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/activity/audit"
+)
+
+var ctx = context.Background()
+
+// sample is a sealed log of a few hundred records, closed, ready to tamper
+// with.
+type sample struct {
+	path, keyDir, origin, pub string
+}
+
+func newSample(t *testing.T, unsealedTail int) sample {
+	t.Helper()
+	dir := t.TempDir()
+	smp := sample{path: filepath.Join(dir, "log.db"), keyDir: filepath.Join(dir, "keys")}
+	s, err := activity.Open(ctx, smp.path, activity.Options{KeyDir: smp.keyDir, Seal: activity.SealPolicy{EveryRecords: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, s, 200, 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	smp.origin = s.Origin()
+	smp.pub, _ = s.PublicKey()
+	if unsealedTail > 0 {
+		// Write without the key so Close cannot seal the tail.
+		s.Close()
+		s, err = activity.Open(ctx, smp.path, activity.Options{KeyDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := activitytest.Fill(ctx, s, unsealedTail, unsealedTail); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return smp
+}
+
+func (smp sample) verify(t *testing.T, opts audit.Options) *audit.Report {
+	t.Helper()
+	s, err := activity.Open(ctx, smp.path, activity.Options{ReadOnly: true, KeyDir: smp.keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if opts.Key == "" {
+		opts.Key, opts.KeyPinned = smp.pub, true
+	}
+	rep, err := audit.VerifyStore(ctx, s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// tamper runs SQL on the database file directly, with the append-only
+// triggers dropped, as someone with file access would.
+func (smp sample) tamper(t *testing.T, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", smp.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, trig := range []string{"audit_log_no_update", "audit_log_no_delete", "audit_tree_no_update", "audit_tree_no_delete",
+		"audit_checkpoint_no_update", "audit_checkpoint_no_delete"} {
+		if _, err := db.Exec("DROP TRIGGER IF EXISTS " + trig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func (smp sample) size(t *testing.T) int64 {
+	db, err := sql.Open("sqlite", smp.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow("SELECT COUNT(*) FROM audit_log").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// wantProblem asserts the report's first problem.
+func wantProblem(t *testing.T, rep *audit.Report, check, code string, seq int64) {
+	t.Helper()
+	if !rep.Tampered || len(rep.Problems) == 0 {
+		t.Fatalf("tampering not detected; report: %+v", rep.Checks)
+	}
+	p := rep.Problems[0]
+	if p.Check != check || p.Code != code || (seq >= 0 && p.Seq != seq) {
+		var all []string
+		for _, q := range rep.Problems {
+			all = append(all, fmt.Sprintf("%s/%s@%d: %s", q.Check, q.Code, q.Seq, q.Message))
+		}
+		t.Fatalf("first problem %s/%s at %d, want %s/%s at %d\n%s", p.Check, p.Code, p.Seq, check, code, seq, strings.Join(all, "\n"))
+	}
+	for _, c := range rep.Checks {
+		if c.Name == check && c.Status != audit.StatusFailed {
+			t.Fatalf("check %s is %s, want failed", check, c.Status)
+		}
+	}
+}
+
+func wantClean(t *testing.T, rep *audit.Report) {
+	t.Helper()
+	if rep.Tampered || len(rep.Problems) > 0 || rep.Result != "ok" {
+		t.Fatalf("clean log raised an alarm: %+v", rep.Problems)
+	}
+}
+
+func TestCleanLogVerifies(t *testing.T) {
+	smp := newSample(t, 0)
+	rep := smp.verify(t, audit.Options{})
+	wantClean(t, rep)
+	if rep.Unsealed != 0 || rep.SealedSize != rep.Records || rep.Records < 200 || rep.Checkpoints < 5 {
+		t.Fatalf("report: records %d sealed %d unsealed %d checkpoints %d", rep.Records, rep.SealedSize, rep.Unsealed, rep.Checkpoints)
+	}
+	for _, c := range rep.Checks {
+		want := audit.StatusOK
+		if c.Name == audit.CheckTrusted {
+			want = audit.StatusSkipped // no trusted checkpoint given
+		}
+		if c.Status != want {
+			t.Errorf("check %s: %s (%s)", c.Name, c.Status, c.Detail)
+		}
+	}
+}
+
+func TestUnsealedTailIsReportedNotAlarmed(t *testing.T) {
+	smp := newSample(t, 12)
+	rep := smp.verify(t, audit.Options{})
+	wantClean(t, rep)
+	if rep.Unsealed != 12 {
+		t.Fatalf("unsealed = %d, want 12", rep.Unsealed)
+	}
+	var buf bytes.Buffer
+	rep.WriteText(&buf)
+	if !strings.Contains(buf.String(), "12 records after the newest verified checkpoint are not sealed") {
+		t.Fatalf("report does not name the unsealed tail:\n%s", buf.String())
+	}
+}
+
+func TestTamperEditField(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.tamper(t, `UPDATE audit_log SET canonical = CAST(replace(CAST(canonical AS TEXT), 'agent:deployer', 'agent:deployeR') AS BLOB) WHERE seq = 5`)
+	rep := smp.verify(t, audit.Options{})
+	// The edit shows first in the chain (record 6 no longer links), and in
+	// the recomputed hash of record 5.
+	wantProblem(t, rep, audit.CheckChain, "chain_break", 6)
+	if !hasProblem(rep, "hash_mismatch", 5) || !hasProblem(rep, "root_mismatch", -1) {
+		t.Fatalf("edit not reported as a hash and root mismatch: %+v", rep.Problems)
+	}
+}
+
+func TestTamperEditLastRecord(t *testing.T) {
+	smp := newSample(t, 0)
+	last := smp.size(t) - 1
+	smp.tamper(t, fmt.Sprintf(`UPDATE audit_log SET canonical = CAST(replace(CAST(canonical AS TEXT), 'delivered', 'Delivered') AS BLOB), leaf_hash = zeroblob(32) WHERE seq = %d`, last))
+	rep := smp.verify(t, audit.Options{})
+	// No next record links to it: the signed root is what catches it.
+	wantProblem(t, rep, audit.CheckHashes, "hash_mismatch", last)
+	if !hasProblem(rep, "root_mismatch", -1) {
+		t.Fatalf("last record edit not caught by the checkpoint root: %+v", rep.Problems)
+	}
+}
+
+func TestTamperDeleteRow(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.tamper(t, `DELETE FROM audit_log WHERE seq = 7`)
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSeq, "gap", 7)
+}
+
+func TestTamperReorderRows(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.tamper(t,
+		`UPDATE audit_log SET seq = -1 WHERE seq = 3`,
+		`UPDATE audit_log SET seq = 3 WHERE seq = 4`,
+		`UPDATE audit_log SET seq = 4 WHERE seq = -1`)
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSeq, "misplaced_record", 3)
+	if !hasProblem(rep, "misplaced_record", 4) {
+		t.Fatalf("second swapped row not reported: %+v", rep.Problems)
+	}
+}
+
+func TestTamperTruncateTail(t *testing.T) {
+	smp := newSample(t, 0)
+	n := smp.size(t)
+	smp.tamper(t, fmt.Sprintf(`DELETE FROM audit_log WHERE seq >= %d`, n-5))
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckTruncation, "truncated", -1)
+}
+
+func TestTamperTruncateTailAndItsCheckpoints(t *testing.T) {
+	smp := newSample(t, 0)
+	trusted := smp.latestCheckpoint(t)
+	n := smp.size(t)
+	smp.tamper(t,
+		fmt.Sprintf(`DELETE FROM audit_log WHERE seq >= %d`, n-30),
+		fmt.Sprintf(`DELETE FROM audit_checkpoint WHERE size > %d`, n-30))
+	// Without a checkpoint kept elsewhere this cannot be told from a log
+	// that simply ended there: the report must say it could not check.
+	rep := smp.verify(t, audit.Options{})
+	if rep.Tampered {
+		t.Fatalf("expected no proof without an anchor, got %+v", rep.Problems)
+	}
+	if c := check(rep, audit.CheckTrusted); c.Status != audit.StatusSkipped || !strings.Contains(c.Detail, "--trusted-checkpoint") {
+		t.Fatalf("rollback check should be reported as not checked: %+v", c)
+	}
+	rep = smp.verify(t, audit.Options{Trusted: trusted})
+	wantProblem(t, rep, audit.CheckTrusted, "rollback", -1)
+}
+
+func TestTamperRehashWithoutKey(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.rewrite(t, 10, nil)
+	rep := smp.verify(t, audit.Options{})
+	// Chain and hashes are consistent again; only the signed roots know.
+	wantProblem(t, rep, audit.CheckRoots, "root_mismatch", -1)
+	if hasProblem(rep, "chain_break", -1) || hasProblem(rep, "hash_mismatch", -1) {
+		t.Fatalf("forgery should have a consistent chain: %+v", rep.Problems)
+	}
+}
+
+func TestTamperCheckpointSignedByAnotherKey(t *testing.T) {
+	smp := newSample(t, 0)
+	other := newSigner(t, smp.origin)
+	smp.resignLatest(t, other)
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSignatures, "unknown_signer", -1)
+}
+
+func TestTamperCheckpointTextEdited(t *testing.T) {
+	smp := newSample(t, 0)
+	db := smp.open(t)
+	var size int64
+	var msg string
+	if err := db.QueryRow(`SELECT size, note FROM audit_checkpoint ORDER BY size DESC LIMIT 1`).Scan(&size, &msg); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	forged := strings.Replace(msg, fmt.Sprintf("\n%d\n", size), fmt.Sprintf("\n%d\n", size-1), 1)
+	smp.tamper(t, fmt.Sprintf(`UPDATE audit_checkpoint SET note = '%s' WHERE size = %d`, forged, size))
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSignatures, "bad_signature", -1)
+}
+
+func TestTamperSwappedKeyFile(t *testing.T) {
+	smp := newSample(t, 0)
+	// The attacker replaces the key file with their own key for the same
+	// origin, rewrites history and re-signs every checkpoint with it, and
+	// puts the new public key in the database's meta table.
+	priv, pub := activity.KeyFiles(smp.keyDir, smp.origin)
+	os.Remove(priv)
+	os.Remove(pub)
+	newPub, err := activity.CreateSigningKey(smp.keyDir, smp.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _, err := activity.LoadSigner(smp.keyDir, smp.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp.rewrite(t, 10, signer)
+	smp.tamper(t, fmt.Sprintf(`UPDATE meta SET value = '%s' WHERE key = 'public_key'`, newPub))
+
+	rep := smp.verify(t, audit.Options{}) // pinned: the original public key
+	wantProblem(t, rep, audit.CheckSignatures, "unknown_signer", -1)
+
+	// With only the swapped local key, verification cannot know; the
+	// report must not claim the key was pinned.
+	rep = smp.verify(t, audit.Options{Key: newPub, KeyPinned: false})
+	wantClean(t, rep)
+	if c := check(rep, audit.CheckSignatures); c.Status != audit.StatusWarning || !strings.Contains(c.Detail, "not pinned") {
+		t.Fatalf("an unpinned key must be flagged: %+v", c)
+	}
+}
+
+func TestTamperResignedWithStolenKeyCaughtByTrustedCheckpoint(t *testing.T) {
+	smp := newSample(t, 0)
+	trusted := smp.latestCheckpoint(t)
+	signer, _, err := activity.LoadSigner(smp.keyDir, smp.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp.rewrite(t, 10, signer)
+	rep := smp.verify(t, audit.Options{})
+	wantClean(t, rep) // indistinguishable locally: the attacker holds the key
+	rep = smp.verify(t, audit.Options{Trusted: trusted})
+	wantProblem(t, rep, audit.CheckTrusted, "fork", -1)
+}
+
+func TestTrustedCheckpointFromAnotherLog(t *testing.T) {
+	smp := newSample(t, 0)
+	other := newSample(t, 0)
+	rep := smp.verify(t, audit.Options{Trusted: other.latestCheckpoint(t)})
+	wantProblem(t, rep, audit.CheckTrusted, "unknown_signer", -1)
+}
+
+func TestCheckpointOfAnotherOriginSignedBySameName(t *testing.T) {
+	smp := newSample(t, 0)
+	// A checkpoint whose text names another origin, signed by a key that
+	// claims this origin's name: the text check must still refuse it.
+	smp.resignLatestText(t, func(text string) string {
+		return strings.Replace(text, smp.origin, smp.origin+"-other", 1)
+	})
+	rep := smp.verify(t, audit.Options{})
+	if !rep.Tampered {
+		t.Fatal("checkpoint with a foreign origin accepted")
+	}
+}
+
+func TestLogFromAnotherInstallDoesNotVerify(t *testing.T) {
+	smp := newSample(t, 0)
+	other := newSample(t, 0)
+	rep := smp.verify(t, audit.Options{Key: other.pub, KeyPinned: true})
+	wantProblem(t, rep, audit.CheckChain, "genesis_mismatch", 0)
+}
+
+func TestLeafHashCacheEditIsReported(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.tamper(t, `UPDATE audit_log SET leaf_hash = zeroblob(32) WHERE seq = 9`)
+	rep := smp.verify(t, audit.Options{})
+	// The records are intact; the cache is not, and verification says so
+	// rather than trusting either silently.
+	wantProblem(t, rep, audit.CheckHashes, "hash_mismatch", 9)
+	if hasProblem(rep, "chain_break", -1) || hasProblem(rep, "root_mismatch", -1) {
+		t.Fatalf("recomputed hashes must not be affected by the cache: %+v", rep.Problems)
+	}
+}
+
+func hasProblem(rep *audit.Report, code string, seq int64) bool {
+	for _, p := range rep.Problems {
+		if p.Code == code && (seq < 0 || p.Seq == seq) {
+			return true
+		}
+	}
+	return false
+}
+
+func check(rep *audit.Report, name string) audit.Check {
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return audit.Check{}
+}
+
+func (smp sample) open(t *testing.T) *sql.DB {
+	db, err := sql.Open("sqlite", smp.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func (smp sample) latestCheckpoint(t *testing.T) []byte {
+	db := smp.open(t)
+	defer db.Close()
+	var msg string
+	if err := db.QueryRow(`SELECT note FROM audit_checkpoint ORDER BY size DESC LIMIT 1`).Scan(&msg); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(msg)
+}
+
+func newSigner(t *testing.T, name string) note.Signer {
+	skey, _, err := note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (smp sample) resignLatest(t *testing.T, signer note.Signer) {
+	smp.resignLatestText(t, func(s string) string { return s }, signer)
+}
+
+// resignLatestText rewrites the newest checkpoint's text and signs it with
+// signer (default: a fresh key claiming the log's origin).
+func (smp sample) resignLatestText(t *testing.T, edit func(string) string, signer ...note.Signer) {
+	msg := smp.latestCheckpoint(t)
+	text := string(msg[:bytes.Index(msg, []byte("\n\n"))+1])
+	sg := newSigner(t, smp.origin)
+	if len(signer) > 0 {
+		sg = signer[0]
+	}
+	out, err := note.Sign(&note.Note{Text: edit(text)}, sg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp.tamper(t, fmt.Sprintf(`UPDATE audit_checkpoint SET note = '%s' WHERE size = (SELECT MAX(size) FROM audit_checkpoint)`, out))
+}
+
+// rewrite edits record at and re-chains, re-hashes and re-trees everything
+// after it, as a forger without (signer == nil) or with the key would. With
+// a signer, every checkpoint is re-signed over the forged tree.
+func (smp sample) rewrite(t *testing.T, at int64, signer note.Signer) {
+	db := smp.open(t)
+	rows, err := db.Query(`SELECT canonical FROM audit_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	for rows.Next() {
+		var b []byte
+		rows.Scan(&b)
+		recs = append(recs, b)
+	}
+	rows.Close()
+	var sizes []int64
+	rows, _ = db.Query(`SELECT size FROM audit_checkpoint ORDER BY size`)
+	for rows.Next() {
+		var n int64
+		rows.Scan(&n)
+		sizes = append(sizes, n)
+	}
+	rows.Close()
+	db.Close()
+
+	var stmts []string
+	stmts = append(stmts, "DELETE FROM audit_tree")
+	var tree []tlog.Hash
+	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			out[i] = tree[x]
+		}
+		return out, nil
+	})
+	prev := activity.GenesisHash(smp.origin)
+	forged := false
+	for i, b := range recs {
+		rec, err := activity.DecodeRecord(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := rec.Data
+		if int64(i) >= at && !forged && strings.Contains(string(data), "agent:") {
+			data = json.RawMessage(strings.Replace(string(data), "agent:", "agent:forged-", 1))
+			forged = true
+		}
+		if int64(i) >= at {
+			rec, err = activity.EncodeRecord(rec.Seq, prev, rec.Time, rec.Kind, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts = append(stmts, fmt.Sprintf(`UPDATE audit_log SET canonical = X'%x', leaf_hash = X'%x' WHERE seq = %d`, rec.Bytes, rec.Hash[:], rec.Seq))
+		}
+		hs, err := tlog.StoredHashesForRecordHash(int64(i), rec.Hash, reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree = append(tree, hs...)
+		prev = rec.Hash
+	}
+	if !forged {
+		t.Fatalf("no record after %d to forge", at)
+	}
+	for i, h := range tree {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO audit_tree(idx, hash) VALUES (%d, X'%x')`, i, h[:]))
+	}
+	if signer != nil {
+		for _, n := range sizes {
+			root, err := tlog.TreeHash(n, reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := note.Sign(&note.Note{Text: activity.CheckpointText(smp.origin, n, root)}, signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts = append(stmts, fmt.Sprintf(`UPDATE audit_checkpoint SET note = '%s' WHERE size = %d`, msg, n))
+		}
+	}
+	smp.tamper(t, stmts...)
+}

@@ -1,0 +1,279 @@
+package activity
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
+	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
+	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
+	not_recorded, source_id, source_line FROM executions`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
+	var (
+		e                                              Execution
+		args, notRecorded                              string
+		fp, fpKey, runID, byCall, idemKey, resRef, msg sql.NullString
+		status, exit, srcLine                          sql.NullInt64
+		srcID                                          sql.NullString
+		times                                          [7]sql.NullString
+	)
+	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
+		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
+		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, fmt.Errorf("execution %s: not found", id)
+	}
+	if err != nil {
+		return e, fmt.Errorf("read execution %s: %w", id, err)
+	}
+	e.Arguments = json.RawMessage(args)
+	e.Fingerprint, e.FingerprintKeyID, e.RunID = fp.String, fpKey.String, RunID(runID.String)
+	e.CreatedByCall, e.ResultRef, e.Error = CallID(byCall.String), resRef.String, msg.String
+	e.IdempotencyKey = Opt[string]{idemKey.String, idemKey.Valid}
+	e.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
+	e.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
+	dst := []*Opt[time.Time]{&e.Times.Accepted, &e.Times.Authorized, &e.Times.Rejected, &e.Times.Dispatched,
+		&e.Times.Observed, &e.Times.Delivered, &e.Times.Resolved}
+	for i, t := range times {
+		if *dst[i], err = parseOptTime(t); err != nil {
+			return e, fmt.Errorf("read execution %s: %w", e.ID, err)
+		}
+	}
+	for _, f := range strings.Split(notRecorded, ",") {
+		if f != "" {
+			e.NotRecorded = append(e.NotRecorded, Fact(f))
+		}
+	}
+	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64}
+	return e, nil
+}
+
+func parseOptTime(s sql.NullString) (Opt[time.Time], error) {
+	if !s.Valid {
+		return Opt[time.Time]{}, nil
+	}
+	t, err := time.Parse(TimeFormat, s.String)
+	if err != nil {
+		return Opt[time.Time]{}, err
+	}
+	return Some(t), nil
+}
+
+func parseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
+
+// Execution reads one execution with the calls that attached to it.
+func (s *Store) Execution(ctx context.Context, id ExecutionID) (Execution, error) {
+	e, err := scanExecution(s.r.QueryRowContext(ctx, executionSelect+` WHERE id = ?`, string(id)), id)
+	if err != nil {
+		return e, err
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM calls WHERE execution_id = ? AND disposition = ? ORDER BY seq`,
+		string(id), string(DispositionAttached))
+	if err != nil {
+		return e, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c CallID
+		if err := rows.Scan(&c); err != nil {
+			return e, err
+		}
+		e.Attached = append(e.Attached, c)
+	}
+	return e, rows.Err()
+}
+
+// ExecutionFilter selects executions; zero fields match everything.
+type ExecutionFilter struct {
+	States []State
+	Actor  string
+	Tool   string
+	Limit  int // 0: no limit
+}
+
+// Executions lists executions, oldest first.
+func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution, error) {
+	var where []string
+	var args []any
+	if len(f.States) > 0 {
+		where = append(where, "state IN (?"+strings.Repeat(",?", len(f.States)-1)+")")
+		for _, st := range f.States {
+			args = append(args, string(st))
+		}
+	}
+	if f.Actor != "" {
+		where = append(where, "actor = ?")
+		args = append(args, f.Actor)
+	}
+	if f.Tool != "" {
+		where = append(where, "tool = ?")
+		args = append(args, f.Tool)
+	}
+	q := executionSelect
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []Execution
+	for rows.Next() {
+		e, err := scanExecution(rows, "")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Transitions returns an execution's recorded lifecycle, in order.
+func (s *Store) Transitions(ctx context.Context, id ExecutionID) ([]Transition, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id
+		FROM transitions WHERE execution_id = ? ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("transitions of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Transition
+	for rows.Next() {
+		var (
+			t                        Transition
+			from, at, ref, why, call sql.NullString
+			status, exit             sql.NullInt64
+		)
+		if err := rows.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call); err != nil {
+			return nil, err
+		}
+		t.From, t.ResultRef, t.Reason, t.CallID = State(from.String), ref.String, why.String, CallID(call.String)
+		t.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
+		t.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
+		if t.At, err = parseOptTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Resolutions returns operator resolutions, newest first.
+func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, error) {
+	q := `SELECT seq, execution_id, outcome, operator, note, evidence, at FROM resolutions`
+	var args []any
+	if id != "" {
+		q += ` WHERE execution_id = ?`
+		args = append(args, string(id))
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY seq DESC`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("resolutions: %w", err)
+	}
+	defer rows.Close()
+	var out []Resolution
+	for rows.Next() {
+		var r Resolution
+		var ev sql.NullString
+		var at string
+		if err := rows.Scan(&r.Seq, &r.ExecutionID, &r.Outcome, &r.Operator, &r.Note, &ev, &at); err != nil {
+			return nil, err
+		}
+		r.Evidence = ev.String
+		if r.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Sources lists the import sources (and gateway announcements), oldest
+// first.
+func (s *Store) Sources(ctx context.Context) ([]Source, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	defer rows.Close()
+	var out []Source
+	for rows.Next() {
+		var src Source
+		var file, sum, note sql.NullString
+		var at string
+		if err := rows.Scan(&src.ID, &src.Format, &file, &sum, &at, &src.Records, &src.Skipped, &note); err != nil {
+			return nil, err
+		}
+		src.File, src.SHA256, src.Note = file.String, sum.String, note.String
+		if src.ImportedAt, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, src)
+	}
+	return out, rows.Err()
+}
+
+// Result returns stored result content by reference.
+func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
+	var b []byte
+	err := s.r.QueryRowContext(ctx, `SELECT content FROM results WHERE ref = ?`, ref).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("result %s: not found", ref)
+	}
+	return b, err
+}
+
+// Stats counts what the store holds.
+type Stats struct {
+	Records     int64           `json:"records"`
+	Checkpoints int64           `json:"checkpoints"`
+	SealedSize  int64           `json:"sealed_size"`
+	Runs        int64           `json:"runs"`
+	Calls       int64           `json:"calls"`
+	Executions  int64           `json:"executions"`
+	ByState     map[State]int64 `json:"by_state"`
+	Resolutions int64           `json:"resolutions"`
+	Sources     int64           `json:"sources"`
+}
+
+// Stats reads the counts shown in status bars and `mcpdup status`.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{ByState: map[State]int64{}}
+	err := s.r.QueryRowContext(ctx, `SELECT
+		(SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log),
+		(SELECT COUNT(*) FROM audit_checkpoint),
+		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint),
+		(SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM calls), (SELECT COUNT(*) FROM executions),
+		(SELECT COUNT(*) FROM resolutions), (SELECT COUNT(*) FROM sources)`).Scan(
+		&st.Records, &st.Checkpoints, &st.SealedSize, &st.Runs, &st.Calls, &st.Executions, &st.Resolutions, &st.Sources)
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM executions GROUP BY state`)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state State
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return st, err
+		}
+		st.ByState[state] = n
+	}
+	return st, rows.Err()
+}

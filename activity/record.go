@@ -1,0 +1,199 @@
+package activity
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/mcpdup/mcpdup/activity/canon"
+)
+
+// Kind names what a log record holds.
+type Kind string
+
+const (
+	KindSource     Kind = "source"     // an import marker, or the gateway announcing itself
+	KindRun        Kind = "run"        // Sessions log: an agent run began
+	KindRunEnd     Kind = "run_end"    // Sessions log: it ended
+	KindGrant      Kind = "grant"      // Sessions log: a grant was given to a run
+	KindCall       Kind = "call"       // a protocol call was received
+	KindExecution  Kind = "execution"  // an execution was accepted (its identity)
+	KindTransition Kind = "transition" // an execution moved to another state
+	KindResolution Kind = "resolution" // an operator resolved an unknown outcome
+)
+
+// Record is one entry of the append-only log. Bytes are the canonical
+// record exactly as stored and hashed; they are written once and never
+// re-encoded. Hash is both the chain link (the next record's Prev) and the
+// RFC 6962 Merkle leaf: tlog.RecordHash(Bytes) = SHA-256(0x00 || Bytes).
+//
+// The byte layout is fixed so verification can read seq and prev without a
+// JSON decoder:
+//
+//	{"v":1,"seq":<n>,"prev":"<base64 of 32 bytes>","t":"<UTC time>","kind":"<kind>","data":<canonical JSON>}
+type Record struct {
+	Seq   int64
+	Prev  tlog.Hash
+	Time  time.Time
+	Kind  Kind
+	Data  json.RawMessage
+	Bytes []byte
+	Hash  tlog.Hash
+}
+
+// TimeFormat is how the model writes times: UTC, fixed width, so that text
+// order is time order in SQLite and in exports.
+const TimeFormat = "2006-01-02T15:04:05.000000000Z"
+
+// FormatTime renders t in TimeFormat.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// GenesisHash is the Prev of record 0: it ties a chain to one log origin so
+// two logs cannot be spliced together.
+func GenesisHash(origin string) tlog.Hash {
+	return tlog.Hash(sha256.Sum256([]byte("mcpdup/audit/v1\n" + origin)))
+}
+
+const recordPrefix = `{"v":1,"seq":`
+
+// EncodeRecord builds the canonical bytes of a record.
+func EncodeRecord(seq int64, prev tlog.Hash, t time.Time, kind Kind, data any) (Record, error) {
+	payload, err := canon.Marshal(data)
+	if err != nil {
+		return Record{}, fmt.Errorf("encode %s record %d: %w", kind, seq, err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(payload) + 128)
+	b.WriteString(recordPrefix)
+	b.WriteString(strconv.FormatInt(seq, 10))
+	b.WriteString(`,"prev":"`)
+	b.WriteString(prev.String())
+	b.WriteString(`","t":"`)
+	b.WriteString(FormatTime(t))
+	b.WriteString(`","kind":"`)
+	b.WriteString(string(kind))
+	b.WriteString(`","data":`)
+	b.Write(payload)
+	b.WriteByte('}')
+	rec := Record{Seq: seq, Prev: prev, Time: t.UTC(), Kind: kind, Data: payload, Bytes: b.Bytes()}
+	rec.Hash = tlog.RecordHash(rec.Bytes)
+	return rec, nil
+}
+
+// ParseHead reads seq and prev from the fixed prefix of canonical record
+// bytes. It is strict: any other spelling is an error, because a verifier
+// that tolerated variants would let one record have two encodings.
+func ParseHead(b []byte) (seq int64, prev tlog.Hash, err error) {
+	rest, ok := bytes.CutPrefix(b, []byte(recordPrefix))
+	if !ok {
+		return 0, prev, errors.New(`record does not start with {"v":1,"seq":`)
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 18 || (i > 1 && rest[0] == '0') {
+		return 0, prev, errors.New("record seq is not a canonical decimal")
+	}
+	seq, err = strconv.ParseInt(string(rest[:i]), 10, 64)
+	if err != nil {
+		return 0, prev, fmt.Errorf("record seq: %w", err)
+	}
+	rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"prev":"`))
+	const b64Len = 44
+	if !ok || len(rest) < b64Len+1 || rest[b64Len] != '"' {
+		return seq, prev, errors.New("record prev is missing or malformed")
+	}
+	var buf [b64Len / 4 * 3]byte
+	n, err := base64.StdEncoding.Strict().Decode(buf[:], rest[:b64Len])
+	if err != nil || n != len(prev) {
+		return seq, prev, errors.New("record prev is not base64 of 32 bytes")
+	}
+	copy(prev[:], buf[:n])
+	if b[len(b)-1] != '}' {
+		return seq, prev, errors.New("record does not end with }")
+	}
+	return seq, prev, nil
+}
+
+// DecodeRecord parses canonical record bytes fully. It checks the bytes are
+// exactly what EncodeRecord would write for the decoded values, so a
+// record has one encoding.
+func DecodeRecord(b []byte) (Record, error) {
+	seq, prev, err := ParseHead(b)
+	if err != nil {
+		return Record{}, err
+	}
+	var env struct {
+		V    int             `json:"v"`
+		Seq  int64           `json:"seq"`
+		Prev string          `json:"prev"`
+		T    string          `json:"t"`
+		Kind Kind            `json:"kind"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return Record{}, fmt.Errorf("record %d: %w", seq, err)
+	}
+	t, err := time.Parse(TimeFormat, env.T)
+	if err != nil {
+		return Record{}, fmt.Errorf("record %d: field t: %w", seq, err)
+	}
+	var data any
+	if err := json.Unmarshal(env.Data, &data); err != nil {
+		return Record{}, fmt.Errorf("record %d: field data: %w", seq, err)
+	}
+	rec, err := EncodeRecord(seq, prev, t, env.Kind, json.RawMessage(env.Data))
+	if err != nil {
+		return Record{}, err
+	}
+	if !bytes.Equal(rec.Bytes, b) {
+		return Record{}, fmt.Errorf("record %d: not in canonical form", seq)
+	}
+	return rec, nil
+}
+
+// Event decodes the record's data into its typed payload: *Source, *Run,
+// *RunEnd, *Grant, *Call, *Execution, *Transition or *Resolution.
+func (r Record) Event() (any, error) {
+	var v any
+	switch r.Kind {
+	case KindSource:
+		v = new(Source)
+	case KindRun:
+		v = new(Run)
+	case KindRunEnd:
+		v = new(RunEnd)
+	case KindGrant:
+		v = new(Grant)
+	case KindCall:
+		v = new(Call)
+	case KindExecution:
+		v = new(Execution)
+	case KindTransition:
+		v = new(Transition)
+	case KindResolution:
+		v = new(Resolution)
+	default:
+		return nil, fmt.Errorf("record %d: unknown kind %q", r.Seq, r.Kind)
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, fmt.Errorf("record %d (%s): %w", r.Seq, r.Kind, err)
+	}
+	return v, nil
+}
+
+// RunEnd records that an agent run ended.
+type RunEnd struct {
+	RunID RunID     `json:"run_id"`
+	At    time.Time `json:"at"`
+}

@@ -1,0 +1,126 @@
+package activity
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 0, 0, 123, time.UTC)
+	call := Call{ID: "call_1", Actor: "agent:a", Method: "tools/call", JSONRPCID: Some(`"7"`), ReceivedAt: at,
+		Arguments: json.RawMessage(`{"b":1,"a":"<x>"}`), Disposition: DispositionNewExecution}
+	rec, err := EncodeRecord(42, GenesisHash("o"), at, KindCall, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(rec.Bytes, []byte(`{"v":1,"seq":42,"prev":"`)) {
+		t.Fatalf("record prefix: %s", rec.Bytes)
+	}
+	if !bytes.Contains(rec.Bytes, []byte(`"arguments":{"a":"<x>","b":1}`)) {
+		t.Fatalf("arguments not canonical, or HTML-escaped: %s", rec.Bytes)
+	}
+	if bytes.Contains(rec.Bytes, []byte(`session_id`)) {
+		t.Fatalf("a not-recorded field must be omitted, not null: %s", rec.Bytes)
+	}
+	if rec.Hash != tlog.RecordHash(rec.Bytes) {
+		t.Fatal("record hash is not the RFC 6962 leaf hash of its bytes")
+	}
+	back, err := DecodeRecord(rec.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Seq != 42 || back.Prev != GenesisHash("o") || !back.Time.Equal(at) || back.Kind != KindCall || back.Hash != rec.Hash {
+		t.Fatalf("decoded %+v", back)
+	}
+	ev, err := back.Event()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ev.(*Call)
+	if got.JSONRPCID != Some(`"7"`) || got.SessionID.OK || got.Disposition != DispositionNewExecution {
+		t.Fatalf("event: %+v", got)
+	}
+}
+
+func TestDecodeRecordIsStrict(t *testing.T) {
+	rec, err := EncodeRecord(3, GenesisHash("o"), time.Unix(0, 0), KindRunEnd, RunEnd{RunID: "run_1", At: time.Unix(5, 0).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(rec.Bytes)
+	variants := map[string]string{
+		"spaces":         strings.Replace(good, `"seq":3,`, `"seq": 3,`, 1),
+		"leading zero":   strings.Replace(good, `"seq":3,`, `"seq":03,`, 1),
+		"key order":      strings.Replace(good, `{"v":1,"seq":3,`, `{"seq":3,"v":1,`, 1),
+		"data reordered": strings.Replace(good, `{"at":"1970-01-01T00:00:05Z","run_id":"run_1"}`, `{"run_id":"run_1","at":"1970-01-01T00:00:05Z"}`, 1),
+		"time format":    strings.Replace(good, `1970-01-01T00:00:00.000000000Z`, `1970-01-01T00:00:00Z`, 1),
+		"trailing space": good + " ",
+		"short prev":     strings.Replace(good, `"prev":"`, `"prev":"A`, 1),
+	}
+	for name, v := range variants {
+		if v == good {
+			t.Fatalf("%s: variant is unchanged", name)
+		}
+		if _, err := DecodeRecord([]byte(v)); err == nil {
+			t.Errorf("%s: accepted %s", name, v)
+		}
+	}
+	if _, err := DecodeRecord([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEventRejectsUnknownFields(t *testing.T) {
+	rec, err := EncodeRecord(0, GenesisHash("o"), time.Unix(0, 0), KindGrant, map[string]any{"run_id": "r", "scope": "s", "sneaky": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Event(); err == nil || !strings.Contains(err.Error(), "sneaky") {
+		t.Fatalf("unknown field accepted: %v", err)
+	}
+}
+
+func TestCheckpointTextIsStrict(t *testing.T) {
+	root := tlog.RecordHash([]byte("x"))
+	good := CheckpointText("mcpdup.local/x", 12, root)
+	if _, n, r, err := ParseCheckpointText(good); err != nil || n != 12 || r != root {
+		t.Fatalf("ParseCheckpointText(%q) = %d, %v, %v", good, n, r, err)
+	}
+	bad := []string{
+		strings.Replace(good, "\n12\n", "\n012\n", 1),
+		strings.Replace(good, "\n12\n", "\n+12\n", 1),
+		strings.Replace(good, "\n12\n", "\n 12\n", 1),
+		strings.Replace(good, "\n", "\r\n", -1),
+		good + "extension\n",
+		strings.TrimSuffix(good, "\n"),
+		strings.Replace(good, root.String(), root.String()[:43], 1),
+		strings.Replace(good, "mcpdup.local/x", "with space", 1),
+	}
+	for _, b := range bad {
+		if _, _, _, err := ParseCheckpointText(b); err == nil {
+			t.Errorf("accepted %q", b)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	rec, _ := EncodeRecord(7, GenesisHash("o"), time.Unix(0, 0), KindRunEnd, RunEnd{RunID: "run_1"})
+	f.Add(rec.Bytes)
+	f.Add([]byte(`{"v":1,"seq":0,"prev":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","t":"x","kind":"call","data":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRecord(b)
+		if err != nil {
+			return
+		}
+		// Anything accepted has exactly one encoding: itself.
+		again, err := EncodeRecord(r.Seq, r.Prev, r.Time, r.Kind, json.RawMessage(r.Data))
+		if err != nil || !bytes.Equal(again.Bytes, b) {
+			t.Fatalf("accepted %q but re-encodes to %q (%v)", b, again.Bytes, err)
+		}
+	})
+}

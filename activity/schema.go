@@ -1,0 +1,176 @@
+package activity
+
+// migrations are applied in order; PRAGMA user_version records how many ran.
+// Never edit a released migration: append a new one. SCHEMA.md documents
+// the result for people querying with sqlite3.
+var migrations = []string{
+	// 1: the log, its tree and checkpoints, and the model projected from it.
+	`
+CREATE TABLE meta(
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE audit_log(
+	seq       INTEGER PRIMARY KEY,  -- 0, 1, 2 ... with no gaps; the Merkle leaf index
+	canonical BLOB NOT NULL,        -- the record bytes, hashed as stored
+	leaf_hash BLOB NOT NULL,        -- SHA-256(0x00 || canonical); a cache, verify recomputes it
+	kind      TEXT NOT NULL,
+	t         TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE audit_tree(
+	idx  INTEGER PRIMARY KEY,       -- tlog.StoredHashIndex(level, n)
+	hash BLOB NOT NULL
+) STRICT;
+
+CREATE TABLE audit_checkpoint(
+	size       INTEGER PRIMARY KEY, -- records covered
+	note       TEXT NOT NULL,       -- signed note: origin, size, base64 root, signature
+	created_at TEXT NOT NULL,
+	reason     TEXT NOT NULL        -- resolution | records | interval | shutdown | manual
+) STRICT;
+
+CREATE TABLE sources(
+	id          TEXT PRIMARY KEY,
+	format      TEXT NOT NULL,
+	file        TEXT,
+	sha256      TEXT,
+	imported_at TEXT NOT NULL,
+	records     INTEGER NOT NULL,
+	skipped     INTEGER NOT NULL,
+	note        TEXT,
+	seq         INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sources_sha256 ON sources(sha256);
+
+CREATE TABLE runs(
+	id            TEXT PRIMARY KEY,
+	actor         TEXT NOT NULL,
+	identified_by TEXT NOT NULL,
+	evidence      TEXT NOT NULL,
+	started_at    TEXT NOT NULL,
+	ended_at      TEXT,
+	detail        TEXT,
+	source_id     TEXT,
+	source_line   INTEGER,
+	seq           INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE grants(
+	seq        INTEGER PRIMARY KEY,
+	run_id     TEXT NOT NULL,
+	scope      TEXT NOT NULL,
+	granted_by TEXT NOT NULL,
+	granted_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX grants_run ON grants(run_id);
+
+CREATE TABLE calls(
+	id               TEXT PRIMARY KEY,
+	run_id           TEXT,
+	actor            TEXT NOT NULL,
+	method           TEXT NOT NULL,
+	tool             TEXT,
+	jsonrpc_id       TEXT,          -- NULL: not recorded
+	session_id       TEXT,
+	stream_id        TEXT,
+	event_id         TEXT,
+	protocol_version TEXT,
+	received_at      TEXT NOT NULL,
+	arguments        TEXT,
+	disposition      TEXT NOT NULL,
+	execution_id     TEXT,
+	reason           TEXT,
+	source_id        TEXT,
+	source_line      INTEGER,
+	seq              INTEGER NOT NULL
+) STRICT;
+CREATE INDEX calls_execution ON calls(execution_id);
+CREATE INDEX calls_received ON calls(received_at);
+
+CREATE TABLE executions(
+	id                 TEXT PRIMARY KEY,
+	actor              TEXT NOT NULL,
+	tool               TEXT NOT NULL,
+	channel            TEXT NOT NULL,
+	target             TEXT NOT NULL,
+	method             TEXT NOT NULL,
+	credential_ref     TEXT NOT NULL,
+	arguments          TEXT NOT NULL,
+	intent_scope       TEXT NOT NULL,
+	fingerprint        TEXT,
+	fingerprint_key_id TEXT,
+	run_id             TEXT,
+	contract           TEXT NOT NULL,
+	state              TEXT NOT NULL,
+	created_by_call    TEXT,
+	idempotency_key    TEXT,        -- NULL: not recorded; '' none sent
+	target_status      INTEGER,
+	exit_code          INTEGER,
+	result_ref         TEXT,
+	error              TEXT,
+	accepted_at        TEXT,
+	authorized_at      TEXT,
+	rejected_at        TEXT,
+	dispatched_at      TEXT,
+	observed_at        TEXT,
+	delivered_at       TEXT,
+	resolved_at        TEXT,
+	not_recorded       TEXT NOT NULL DEFAULT '',  -- comma-separated facts the source cannot show
+	source_id          TEXT,
+	source_line        INTEGER,
+	seq                INTEGER NOT NULL,          -- record that accepted it
+	updated_seq        INTEGER NOT NULL           -- record of the latest transition
+) STRICT;
+CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope);
+CREATE INDEX executions_state ON executions(state);
+
+CREATE TABLE transitions(
+	seq           INTEGER PRIMARY KEY,
+	execution_id  TEXT NOT NULL,
+	from_state    TEXT,
+	to_state      TEXT NOT NULL,
+	at            TEXT,
+	target_status INTEGER,
+	exit_code     INTEGER,
+	result_ref    TEXT,
+	reason        TEXT,
+	call_id       TEXT
+) STRICT;
+CREATE INDEX transitions_execution ON transitions(execution_id, seq);
+
+CREATE TABLE resolutions(
+	seq          INTEGER PRIMARY KEY,
+	execution_id TEXT NOT NULL,
+	outcome      TEXT NOT NULL,
+	operator     TEXT NOT NULL,
+	note         TEXT NOT NULL,
+	evidence     TEXT,
+	at           TEXT NOT NULL
+) STRICT;
+CREATE INDEX resolutions_execution ON resolutions(execution_id);
+
+CREATE TABLE results(
+	ref        TEXT PRIMARY KEY,    -- sha256:<hex> of content
+	content    BLOB NOT NULL,
+	created_at TEXT NOT NULL
+) STRICT;
+
+-- Defence in depth only: triggers can be dropped, which is why audit verify
+-- recomputes everything from the stored bytes.
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+CREATE TRIGGER audit_tree_no_update BEFORE UPDATE ON audit_tree BEGIN SELECT RAISE(ABORT, 'audit_tree is append-only'); END;
+CREATE TRIGGER audit_tree_no_delete BEFORE DELETE ON audit_tree BEGIN SELECT RAISE(ABORT, 'audit_tree is append-only'); END;
+CREATE TRIGGER audit_checkpoint_no_update BEFORE UPDATE ON audit_checkpoint BEGIN SELECT RAISE(ABORT, 'audit_checkpoint is append-only'); END;
+CREATE TRIGGER audit_checkpoint_no_delete BEFORE DELETE ON audit_checkpoint BEGIN SELECT RAISE(ABORT, 'audit_checkpoint is append-only'); END;
+CREATE TRIGGER transitions_no_update BEFORE UPDATE ON transitions BEGIN SELECT RAISE(ABORT, 'transitions is append-only'); END;
+CREATE TRIGGER transitions_no_delete BEFORE DELETE ON transitions BEGIN SELECT RAISE(ABORT, 'transitions is append-only'); END;
+CREATE TRIGGER resolutions_no_update BEFORE UPDATE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
+CREATE TRIGGER resolutions_no_delete BEFORE DELETE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
+`,
+}
+
+// SchemaVersion is the schema this build reads and writes.
+var SchemaVersion = len(migrations)

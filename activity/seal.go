@@ -1,0 +1,276 @@
+package activity
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// SealReason says why a checkpoint was written.
+type SealReason string
+
+const (
+	SealResolution SealReason = "resolution" // after an operator resolution
+	SealRecords    SealReason = "records"    // EveryRecords unsealed records
+	SealInterval   SealReason = "interval"   // the oldest unsealed record is older than Every
+	SealShutdown   SealReason = "shutdown"   // clean shutdown
+	SealManual     SealReason = "manual"     // mcpdup audit checkpoint
+)
+
+// Checkpoint is a signed statement of the log's size and Merkle root, in
+// the C2SP tlog-checkpoint form: "<origin>\n<size>\n<base64 root>\n" plus
+// the signed-note signature block.
+type Checkpoint struct {
+	Origin    string
+	Size      int64
+	Root      tlog.Hash
+	Note      []byte // the signed note, exactly as stored
+	CreatedAt time.Time
+	Reason    SealReason
+}
+
+// CheckpointText is the signed body of a checkpoint.
+func CheckpointText(origin string, size int64, root tlog.Hash) string {
+	return fmt.Sprintf("%s\n%d\n%s\n", origin, size, root)
+}
+
+// ParseCheckpointText strictly parses a checkpoint body: three lines,
+// canonical decimal size, base64 of exactly 32 bytes, no extension lines.
+func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash, err error) {
+	lines := strings.Split(text, "\n")
+	if len(lines) != 4 || lines[3] != "" {
+		return "", 0, root, errors.New("checkpoint body is not exactly origin, size and root lines")
+	}
+	origin = lines[0]
+	if err := checkOrigin(origin); err != nil {
+		return "", 0, root, fmt.Errorf("checkpoint %w", err)
+	}
+	size, err = strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || size < 0 || lines[1] != strconv.FormatInt(size, 10) {
+		return "", 0, root, fmt.Errorf("checkpoint size %q is not a canonical decimal", lines[1])
+	}
+	root, err = tlog.ParseHash(lines[2])
+	if err != nil || lines[2] != root.String() {
+		return "", 0, root, fmt.Errorf("checkpoint root %q is not base64 of 32 bytes", lines[2])
+	}
+	return origin, size, root, nil
+}
+
+// Seal writes a signed checkpoint over the whole log unless the newest one
+// already covers it, and returns the newest checkpoint. Before signing it
+// checks the tree still matches the previous checkpoint, so the store never
+// signs a fork of its own history.
+func (s *Store) Seal(ctx context.Context, reason SealReason) (Checkpoint, error) {
+	if s.opts.ReadOnly {
+		return Checkpoint{}, ErrReadOnly
+	}
+	if s.signer == nil {
+		return Checkpoint{}, fmt.Errorf("cannot seal %s: %w", s.origin, s.keyErr)
+	}
+	s.sealMu.Lock()
+	defer s.sealMu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	defer tx.Rollback()
+	cp, err := s.seal(ctx, tx, reason)
+	if err != nil {
+		return cp, fmt.Errorf("seal %s: %w", s.origin, err)
+	}
+	return cp, tx.Commit()
+}
+
+func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkpoint, error) {
+	var size int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log`).Scan(&size); err != nil {
+		return Checkpoint{}, err
+	}
+	last, err := latestCheckpoint(ctx, tx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if last != nil && last.Size >= size {
+		return *last, nil
+	}
+	if size == 0 {
+		return Checkpoint{}, nil // nothing to seal
+	}
+	r := txHashReader{ctx, tx}
+	if last != nil {
+		_, _, prevRoot, err := ParseCheckpointText(noteText(last.Note))
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("checkpoint %d: %w", last.Size, err)
+		}
+		now, err := tlog.TreeHash(last.Size, r)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if now != prevRoot {
+			return Checkpoint{}, fmt.Errorf("refusing to sign: the tree at size %d no longer matches its checkpoint (the log was altered; run mcpdup audit verify)", last.Size)
+		}
+	}
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	msg, err := note.Sign(&note.Note{Text: CheckpointText(s.origin, size, root)}, s.signer)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	now := s.opts.Now().UTC()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_checkpoint(size, note, created_at, reason) VALUES (?,?,?,?)`,
+		size, string(msg), FormatTime(now), string(reason)); err != nil {
+		return Checkpoint{}, err
+	}
+	return Checkpoint{Origin: s.origin, Size: size, Root: root, Note: msg, CreatedAt: now, Reason: reason}, nil
+}
+
+// sealIfDue seals when the policy says so: always for a resolution, or
+// when enough records or time have gone by unsealed.
+func (s *Store) sealIfDue(ctx context.Context, reason SealReason) (Checkpoint, error) {
+	if reason == SealResolution {
+		return s.Seal(ctx, reason)
+	}
+	unsealed, oldest, err := s.unsealed(ctx)
+	if err != nil || unsealed == 0 {
+		return Checkpoint{}, err
+	}
+	switch {
+	case s.opts.Now().Sub(oldest) >= s.opts.Seal.Every:
+		return s.Seal(ctx, SealInterval)
+	case unsealed >= s.opts.Seal.EveryRecords:
+		return s.Seal(ctx, SealRecords)
+	}
+	return Checkpoint{}, nil
+}
+
+// unsealed counts records after the newest checkpoint and the time of the
+// first of them, with index lookups only (no scan of the tail).
+func (s *Store) unsealed(ctx context.Context) (int64, time.Time, error) {
+	var size, sealed int64
+	err := s.r.QueryRowContext(ctx, `SELECT (SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log),
+		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint)`).Scan(&size, &sealed)
+	if err != nil || size <= sealed {
+		return 0, time.Time{}, err
+	}
+	var first string
+	if err := s.r.QueryRowContext(ctx, `SELECT t FROM audit_log WHERE seq = ?`, sealed).Scan(&first); err != nil {
+		return 0, time.Time{}, err
+	}
+	t, err := parseTime(first)
+	return size - sealed, t, err
+}
+
+func (s *Store) sealLoop() {
+	defer s.stopped.Done()
+	tick := time.NewTicker(s.opts.Seal.Every / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			// Errors surface on the next Write or at Close; a background
+			// loop has no one to tell.
+			_, _ = s.sealIfDue(context.Background(), "")
+		}
+	}
+}
+
+func latestCheckpoint(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (*Checkpoint, error) {
+	var cp Checkpoint
+	var msg, at, reason string
+	err := q.QueryRowContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint ORDER BY size DESC LIMIT 1`).
+		Scan(&cp.Size, &msg, &at, &reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp.Note, cp.Reason = []byte(msg), SealReason(reason)
+	cp.CreatedAt, _ = parseTime(at)
+	return &cp, nil
+}
+
+// noteText returns the body of a signed note (the text before the blank
+// line that starts the signatures).
+func noteText(msg []byte) string {
+	s := string(msg)
+	if i := strings.Index(s, "\n\n"); i >= 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+// StoredCheckpoint is a checkpoint row as stored, before any verification.
+type StoredCheckpoint struct {
+	Size      int64
+	Note      []byte
+	CreatedAt string
+	Reason    string
+}
+
+// Checkpoints returns every stored checkpoint in ascending size. They are
+// unverified: audit verify checks them against a pinned key.
+func (s *Store) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint ORDER BY size`)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints: %w", err)
+	}
+	defer rows.Close()
+	var out []StoredCheckpoint
+	for rows.Next() {
+		var c StoredCheckpoint
+		var msg string
+		if err := rows.Scan(&c.Size, &msg, &c.CreatedAt, &c.Reason); err != nil {
+			return nil, err
+		}
+		c.Note = []byte(msg)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// LatestCheckpoint returns the newest stored checkpoint note, or nil.
+func (s *Store) LatestCheckpoint(ctx context.Context) (*Checkpoint, error) {
+	return latestCheckpoint(ctx, s.r)
+}
+
+// ScanLog streams the raw log rows in seq order, starting at from. The
+// bytes passed to fn are only valid during the call.
+func (s *Store) ScanLog(ctx context.Context, from int64, fn func(seq int64, canonical, leafHash []byte) error) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, canonical, leaf_hash FROM audit_log WHERE seq >= ? ORDER BY seq`, from)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var canonical, leaf sql.RawBytes
+		if err := rows.Scan(&seq, &canonical, &leaf); err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		if err := fn(seq, canonical, leaf); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// LogSize returns the number of records (the highest seq + 1).
+func (s *Store) LogSize(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,137 @@
+package activity
+
+import (
+	"fmt"
+	"slices"
+)
+
+// State is where an execution is in its lifecycle. The lifecycle is
+//
+//	accepted → authorized | rejected
+//	authorized → dispatched
+//	dispatched → succeeded | failed | unknown   (outcome observed)
+//	succeeded, failed → delivered | delivery_failed | completed_result_not_delivered
+//
+// with these side paths:
+//
+//	accepted, authorized, dispatched → failed_before_dispatch
+//	    (nothing left the process: safe to send again)
+//	unknown → succeeded | failed        (recovered: status lookup, marker, resend with key)
+//	unknown → dispatched                (resend with the same Idempotency-Key; repeatable_with_key only)
+//	unknown → pending_verification      (blocked: an operator must check the target)
+//	unknown, pending_verification → verified | rejected_by_operator
+//	delivery_failed, completed_result_not_delivered → delivered  (a retry received the stored result)
+//
+// Everything else is illegal, in particular a second dispatch, delivery
+// before an outcome, and anything after a terminal state.
+type State string
+
+const (
+	StateAccepted     State = "accepted"
+	StateAuthorized   State = "authorized"
+	StateRejected     State = "rejected"
+	StateFailedBefore State = "failed_before_dispatch"
+	StateDispatched   State = "dispatched"
+	StateSucceeded    State = "succeeded"
+	StateFailed       State = "failed"
+	StateUnknown      State = "unknown"
+	StateDelivered    State = "delivered"
+	// StateDeliveryFailed: the gateway tried to hand the result to the agent
+	// and the transport reported an error.
+	StateDeliveryFailed State = "delivery_failed"
+	// StateNotDelivered: the outcome is known but delivery was never
+	// established (the client left first, or the gateway restarted).
+	StateNotDelivered        State = "completed_result_not_delivered"
+	StatePendingVerification State = "pending_verification"
+	StateVerified            State = "verified"
+	StateRejectedByOperator  State = "rejected_by_operator"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{
+	StateAccepted, StateAuthorized, StateRejected, StateFailedBefore,
+	StateDispatched, StateSucceeded, StateFailed, StateUnknown,
+	StateDelivered, StateDeliveryFailed, StateNotDelivered,
+	StatePendingVerification, StateVerified, StateRejectedByOperator,
+}
+
+// transitions is the whole state machine. Keep it the only one.
+var transitions = map[State][]State{
+	StateAccepted:            {StateAuthorized, StateRejected, StateFailedBefore},
+	StateAuthorized:          {StateDispatched, StateFailedBefore},
+	StateDispatched:          {StateSucceeded, StateFailed, StateUnknown, StateFailedBefore},
+	StateSucceeded:           {StateDelivered, StateDeliveryFailed, StateNotDelivered},
+	StateFailed:              {StateDelivered, StateDeliveryFailed, StateNotDelivered},
+	StateUnknown:             {StateSucceeded, StateFailed, StateDispatched, StatePendingVerification, StateVerified, StateRejectedByOperator},
+	StateDeliveryFailed:      {StateDelivered},
+	StateNotDelivered:        {StateDelivered},
+	StatePendingVerification: {StateVerified, StateRejectedByOperator},
+}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool { return slices.Contains(States, s) }
+
+// Terminal reports whether no transition leaves s.
+func (s State) Terminal() bool { return s.Valid() && len(transitions[s]) == 0 }
+
+// Dispatched reports whether an execution in state s was handed to its
+// target (so the target may have acted).
+func (s State) Dispatched() bool {
+	switch s {
+	case StateAccepted, StateAuthorized, StateRejected, StateFailedBefore:
+		return false
+	}
+	return s.Valid()
+}
+
+// OutcomeUnresolved reports whether the target's outcome is not known and
+// an operator may resolve it.
+func (s State) OutcomeUnresolved() bool {
+	return s == StateUnknown || s == StatePendingVerification
+}
+
+// TransitionError is returned for a transition the state machine forbids.
+type TransitionError struct {
+	Execution ExecutionID
+	From, To  State
+	Reason    string
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("execution %s: illegal transition %s → %s: %s", e.Execution, e.From, e.To, e.Reason)
+}
+
+// CheckTransition reports whether an execution under contract c may move
+// from one state to another. The contract matters once: only a
+// repeatable_with_key execution may be dispatched again after an unknown
+// outcome, because only its target can tell the resend from a new request.
+func CheckTransition(id ExecutionID, c Contract, from, to State) error {
+	fail := func(reason string) error { return &TransitionError{id, from, to, reason} }
+	switch {
+	case !from.Valid():
+		return fail(fmt.Sprintf("unknown state %q", from))
+	case !to.Valid():
+		return fail(fmt.Sprintf("unknown state %q", to))
+	case from.Terminal():
+		return fail(fmt.Sprintf("%s is terminal", from))
+	case from == StateDispatched && to == StateDispatched:
+		return fail("already dispatched")
+	case !slices.Contains(transitions[from], to):
+		return fail(illegalReason(from, to))
+	case from == StateUnknown && to == StateDispatched && c != ContractRepeatableWithKey:
+		return fail(fmt.Sprintf("contract %s forbids resending after an unknown outcome", c))
+	}
+	return nil
+}
+
+func illegalReason(from, to State) string {
+	switch {
+	case to == StateDelivered || to == StateDeliveryFailed || to == StateNotDelivered:
+		return "no outcome has been observed yet"
+	case to == StateDispatched && from.Dispatched():
+		return "already dispatched"
+	case to == StateAccepted:
+		return "an execution is accepted only once"
+	}
+	return fmt.Sprintf("%s may only move to %v", from, transitions[from])
+}

@@ -1,0 +1,317 @@
+package activity
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DefaultDB is where the database lives unless --db or MCPDUP_DB says
+// otherwise: $XDG_DATA_HOME/mcpdup/mcpdup.db (~/.local/share/...).
+func DefaultDB() string {
+	if p := os.Getenv("MCPDUP_DB"); p != "" {
+		return p
+	}
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "mcpdup.db"
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "mcpdup", "mcpdup.db")
+}
+
+// Options configure Open.
+type Options struct {
+	// KeyDir holds signing keys; empty means DefaultKeyDir().
+	KeyDir string
+	// ReadOnly opens an existing database without writing to it.
+	ReadOnly bool
+	// Origin names the log of a new database; empty picks
+	// "mcpdup.local/<ulid>". Ignored for an existing database.
+	Origin string
+	// Seal sets checkpoint cadence; zero fields take the defaults.
+	Seal SealPolicy
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// SealPolicy says when a signed checkpoint is written: after every operator
+// resolution, after EveryRecords unsealed records, when the oldest unsealed
+// record is older than Every, and at Close.
+type SealPolicy struct {
+	EveryRecords int64         // default 1000
+	Every        time.Duration // default 60s; the store checks on this interval
+}
+
+func (p SealPolicy) withDefaults() SealPolicy {
+	if p.EveryRecords <= 0 {
+		p.EveryRecords = 1000
+	}
+	if p.Every <= 0 {
+		p.Every = time.Minute
+	}
+	return p
+}
+
+// Store is the SQLite-backed activity store.
+type Store struct {
+	path   string
+	w      *sql.DB // one connection: BEGIN IMMEDIATE serialises writers
+	r      *sql.DB // readers; WAL lets them run beside the writer
+	origin string
+	opts   Options
+
+	signer    note.Signer // nil when this host has no key for the origin
+	vkey      string
+	keyErr    error    // why signer is nil
+	stmts     sync.Map // query → *sql.Stmt on the writer connection
+	edgeMu    sync.Mutex
+	edge      Edge  // tree edge after this process's last commit
+	edgeSize  int64 // log size edge describes; -1: none
+	sealMu    sync.Mutex
+	closeOnce sync.Once
+	stop      chan struct{}
+	stopped   sync.WaitGroup
+}
+
+// ErrNotExist is returned when a read-only open finds no database.
+var ErrNotExist = errors.New("database does not exist")
+
+// Open opens or creates the database at path. A new database file is
+// created 0600 in a 0700 directory, with a fresh origin and signing key.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.Seal = opts.Seal.withDefaults()
+	if opts.KeyDir == "" {
+		opts.KeyDir = DefaultKeyDir()
+	}
+	created, err := ensureFile(path, opts.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: path, opts: opts, stop: make(chan struct{}), edgeSize: -1}
+	if err := s.openPools(); err != nil {
+		return nil, err
+	}
+	if err := s.init(ctx, created); err != nil {
+		s.closePools()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !opts.ReadOnly && s.signer != nil {
+		s.stopped.Add(1)
+		go s.sealLoop()
+	}
+	return s, nil
+}
+
+func ensureFile(path string, readOnly bool) (created bool, err error) {
+	_, err = os.Stat(path)
+	switch {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("open %s: %w", path, err)
+	case readOnly:
+		return false, fmt.Errorf("open %s: %w", path, ErrNotExist)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	// Create the file ourselves so it is 0600 from the first byte; SQLite
+	// gives the -wal and -shm files the same mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("create %s: %w", path, err)
+	}
+	return true, f.Close()
+}
+
+func (s *Store) openPools() error {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	if s.opts.ReadOnly {
+		q.Set("mode", "ro")
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		// FULL: a commit is on disk when Exec returns. The gateway relies on
+		// "dispatched" being durable before the first byte goes out.
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Set("_txlock", "immediate")
+	}
+	dsn := "file:" + (&url.URL{Path: s.path}).EscapedPath() + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", s.path, err)
+	}
+	w.SetMaxOpenConns(1)
+	s.w = w
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout(10000)")
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+(&url.URL{Path: s.path}).EscapedPath()+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("open %s: %w", s.path, err)
+	}
+	r.SetMaxOpenConns(4)
+	s.r = r
+	return nil
+}
+
+func (s *Store) closePools() {
+	s.r.Close()
+	s.w.Close()
+}
+
+func (s *Store) init(ctx context.Context, created bool) error {
+	var version int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case version > SchemaVersion:
+		return fmt.Errorf("schema version %d is newer than this mcpdup understands (%d): upgrade mcpdup", version, SchemaVersion)
+	case version < SchemaVersion && s.opts.ReadOnly:
+		return fmt.Errorf("schema version %d is older than %d: open it once without read-only mode to migrate", version, SchemaVersion)
+	case version < SchemaVersion:
+		if err := s.migrate(ctx, version); err != nil {
+			return err
+		}
+	}
+	if err := s.loadOrigin(ctx, created); err != nil {
+		return err
+	}
+	return s.loadSigner(created)
+}
+
+func (s *Store) migrate(ctx context.Context, from int) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for v := from; v < len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *Store) loadOrigin(ctx context.Context, created bool) error {
+	err := s.r.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'origin'").Scan(&s.origin)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) || s.opts.ReadOnly {
+		return fmt.Errorf("read origin: %w", err)
+	}
+	origin := s.opts.Origin
+	if origin == "" {
+		origin = "mcpdup.local/" + newID("", s.opts.Now())
+	}
+	if err := checkOrigin(origin); err != nil {
+		return err
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES ('origin', ?), ('created_at', ?)`,
+		origin, FormatTime(s.opts.Now()))
+	if err != nil {
+		return fmt.Errorf("write origin: %w", err)
+	}
+	s.origin = origin
+	return nil
+}
+
+// checkOrigin applies the signed-note key name rules, since the origin is
+// also the key name.
+func checkOrigin(o string) error {
+	if o == "" {
+		return errors.New("origin is empty")
+	}
+	for _, r := range o {
+		if r <= ' ' || r == '+' || r == 0x7f {
+			return fmt.Errorf("origin %q: no spaces, control characters or '+'", o)
+		}
+	}
+	return nil
+}
+
+func (s *Store) loadSigner(created bool) error {
+	signer, vkey, err := LoadSigner(s.opts.KeyDir, s.origin)
+	if errors.Is(err, ErrNoKey) && created {
+		if _, err = CreateSigningKey(s.opts.KeyDir, s.origin); err != nil {
+			return err
+		}
+		signer, vkey, err = LoadSigner(s.opts.KeyDir, s.origin)
+	}
+	if errors.Is(err, ErrNoKey) {
+		// Records are still chained; they stay unsealed until a host with
+		// the key seals them. Verification reports the unsealed tail.
+		s.keyErr = err
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.signer, s.vkey = signer, vkey
+	if !s.opts.ReadOnly {
+		// Recorded for display only; verifiers never trust it.
+		_, err := s.w.Exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('public_key', ?)`, vkey)
+		return err
+	}
+	return nil
+}
+
+// Path returns the database file path.
+func (s *Store) Path() string { return s.path }
+
+// Origin returns the log origin, which is also the signing key's name.
+func (s *Store) Origin() string { return s.origin }
+
+// PublicKey returns the verifier key of this host's signing key for the
+// log, or an error saying why there is none.
+func (s *Store) PublicKey() (string, error) {
+	if s.signer == nil {
+		return "", s.keyErr
+	}
+	return s.vkey, nil
+}
+
+// Close seals the unsealed tail (a clean shutdown is a checkpoint) and
+// closes the database.
+// Closing twice is harmless.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if !s.opts.ReadOnly {
+			close(s.stop)
+			s.stopped.Wait()
+			if s.signer != nil {
+				_, err = s.Seal(context.Background(), SealShutdown)
+			}
+		}
+		s.closePools()
+	})
+	return err
+}

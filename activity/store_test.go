@@ -1,0 +1,415 @@
+package activity_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+)
+
+var ctx = context.Background()
+
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	s, keyDir := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{s.Path(), s.Path() + "-wal", s.Path() + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(p), fi.Mode().Perm())
+		}
+	}
+	priv, _ := activity.KeyFiles(keyDir, s.Origin())
+	fi, err := os.Stat(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("signing key has mode %v, want 0600", fi.Mode().Perm())
+	}
+	if filepath.Dir(priv) == filepath.Dir(s.Path()) {
+		t.Error("the signing key must live outside the database directory")
+	}
+}
+
+func TestSigningKeyNeverInDatabase(t *testing.T) {
+	s, keyDir := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := activity.KeyFiles(keyDir, s.Origin())
+	skey, err := os.ReadFile(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSpace(string(skey))
+	keyData := secret[strings.LastIndex(secret, "+")+1:]
+	for _, p := range []string{s.Path(), s.Path() + "-wal"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(keyData)) || bytes.Contains(b, []byte("PRIVATE+KEY")) {
+			t.Fatalf("%s contains the private signing key", p)
+		}
+	}
+	pub, err := s.PublicKey()
+	if err != nil || !strings.HasPrefix(pub, s.Origin()+"+") {
+		t.Fatalf("PublicKey() = %q, %v", pub, err)
+	}
+}
+
+func TestKeyFileMustBePrivate(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	s, err := activity.Open(ctx, filepath.Join(dir, "a.db"), activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := s.Origin()
+	s.Close()
+	priv, _ := activity.KeyFiles(keys, origin)
+	if err := os.Chmod(priv, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = activity.Open(ctx, filepath.Join(dir, "a.db"), activity.Options{KeyDir: keys})
+	if err == nil || !strings.Contains(err.Error(), "must be 0600") {
+		t.Fatalf("opening with a world-readable key: %v", err)
+	}
+}
+
+func TestMigrationsAndNewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.db")
+	opts := activity.Options{KeyDir: filepath.Join(dir, "keys")}
+	s, err := activity.Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := s.Origin()
+	s.Close()
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != activity.SchemaVersion {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, activity.SchemaVersion)
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
+
+	// Reopening keeps the origin and runs no migration twice.
+	s, err = activity.Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Origin() != origin {
+		t.Fatalf("origin changed on reopen: %s → %s", origin, s.Origin())
+	}
+	s.Close()
+
+	if _, err := db.Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = activity.Open(ctx, path, opts)
+	if err == nil || !strings.Contains(err.Error(), "newer than this mcpdup") {
+		t.Fatalf("opening a newer schema: %v", err)
+	}
+}
+
+func TestReadOnlyOpenOfMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "none.db")
+	_, err := activity.Open(ctx, path, activity.Options{ReadOnly: true})
+	if !errors.Is(err, activity.ErrNotExist) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a read-only open must not create the file")
+	}
+}
+
+func TestIncidentModel(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]activity.State{
+		"deploy": activity.StateDelivered, "payment": activity.StateVerified, "ticket": activity.StateUnknown,
+		"read1": activity.StateDelivered, "deployB": activity.StateDelivered, "locked": activity.StateRejected,
+		"refused_conn": activity.StateFailedBefore,
+	}
+	for name, state := range want {
+		e, err := s.Execution(ctx, ids[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.State != state {
+			t.Errorf("%s: state %s, want %s", name, e.State, state)
+		}
+	}
+	deploy, _ := s.Execution(ctx, ids["deploy"])
+	if len(deploy.Attached) != 1 {
+		t.Errorf("deploy: %d attached calls, want 1", len(deploy.Attached))
+	}
+	if !deploy.TargetStatus.OK || deploy.TargetStatus.V != 201 || deploy.ResultRef == "" {
+		t.Errorf("deploy outcome not recorded: %+v", deploy)
+	}
+	if !deploy.Times.Dispatched.OK || !deploy.Times.Delivered.OK || deploy.Times.Dispatched.V.After(deploy.Times.Delivered.V) {
+		t.Errorf("deploy times: %+v", deploy.Times)
+	}
+	result, err := s.Result(ctx, deploy.ResultRef)
+	if err != nil || !json.Valid(result) {
+		t.Fatalf("stored result: %q, %v", result, err)
+	}
+	trs, err := s.Transitions(ctx, ids["deploy"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, tr := range trs {
+		path = append(path, string(tr.To))
+	}
+	if got := strings.Join(path, ">"); got != "accepted>authorized>dispatched>succeeded>delivery_failed>delivered" {
+		t.Errorf("deploy lifecycle: %s", got)
+	}
+	res, err := s.Resolutions(ctx, ids["payment"])
+	if err != nil || len(res) != 1 || res[0].Operator != "alice" || res[0].Outcome != activity.ResolutionVerified {
+		t.Fatalf("payment resolutions: %+v, %v", res, err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Executions != 8 || st.Runs != 2 || st.Resolutions != 1 || st.Sources != 1 || st.ByState[activity.StateUnknown] != 1 {
+		t.Errorf("stats: %+v", st)
+	}
+	if st.Checkpoints == 0 || st.SealedSize != st.Records {
+		t.Errorf("a resolution must be followed by a checkpoint covering it: %+v", st)
+	}
+}
+
+func TestIllegalTransitionWritesNothing(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.LogSize(ctx)
+	cases := []struct {
+		name string
+		fn   func(w *activity.Writer) error
+		want string
+	}{
+		{"second dispatch", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["deploy"], To: activity.StateDispatched})
+			return err
+		}, "delivered is terminal"},
+		{"delivered before observed", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateDelivered})
+			return err
+		}, "no outcome has been observed yet"},
+		{"resend after unknown without a key contract", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateDispatched})
+			return err
+		}, "forbids resending"},
+		{"verified by transition instead of resolution", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateVerified})
+			return err
+		}, "operator resolution"},
+		{"resolve a delivered execution", func(w *activity.Writer) error {
+			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["read1"], Outcome: activity.ResolutionVerified, Operator: "bob", Note: "x"})
+			return err
+		}, "not unknown"},
+		{"resolve twice", func(w *activity.Writer) error {
+			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["payment"], Outcome: activity.ResolutionRejected, Operator: "bob", Note: "x"})
+			return err
+		}, "not unknown"},
+		{"resolve without a note", func(w *activity.Writer) error {
+			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["ticket"], Outcome: activity.ResolutionVerified, Operator: "bob"})
+			return err
+		}, "note is required"},
+		{"unknown execution", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: "act_nope", To: activity.StateAuthorized})
+			return err
+		}, "not found"},
+		{"stale expected state", func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], From: activity.StateDispatched, To: activity.StateSucceeded})
+			return err
+		}, "expected state dispatched, found unknown"},
+		{"attach to a missing execution", func(w *activity.Writer) error {
+			_, err := w.RecordCall(activity.Call{Actor: "a", Method: "tools/call", Disposition: activity.DispositionAttached, ExecutionID: "act_missing"})
+			return err
+		}, "not found"},
+		{"partial batch", func(w *activity.Writer) error {
+			if _, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateSucceeded}); err != nil {
+				return err
+			}
+			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateUnknown})
+			return err
+		}, "illegal transition succeeded → unknown"},
+	}
+	for _, c := range cases {
+		_, err := s.Write(ctx, c.fn)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+	after, _ := s.LogSize(ctx)
+	if after != before {
+		t.Fatalf("failed writes appended %d records", after-before)
+	}
+	if e, _ := s.Execution(ctx, ids["ticket"]); e.State != activity.StateUnknown {
+		t.Fatalf("a rolled-back batch changed the ticket to %s", e.State)
+	}
+}
+
+func TestWriteIsVisibleToAnotherConnectionAtOnce(t *testing.T) {
+	s, keyDir := activitytest.Open(t, activity.Options{})
+	reader, err := activity.Open(ctx, s.Path(), activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := reader.Execution(ctx, ids["ticket"])
+	if err != nil || e.State != activity.StateUnknown {
+		t.Fatalf("read-only view: %v, %v", e.State, err)
+	}
+	if _, err := reader.Write(ctx, func(*activity.Writer) error { return nil }); !errors.Is(err, activity.ErrReadOnly) {
+		t.Fatalf("write through a read-only store: %v", err)
+	}
+}
+
+func TestSealCadence(t *testing.T) {
+	clock := activitytest.NewClock()
+	s, _ := activitytest.Open(t, activity.Options{Now: clock.Now, Seal: activity.SealPolicy{EveryRecords: 10, Every: time.Hour}})
+	if err := activitytest.Fill(ctx, s, 25, 3); err != nil {
+		t.Fatal(err)
+	}
+	cps, _ := s.Checkpoints(ctx)
+	if len(cps) != 2 || cps[0].Size < 10 || cps[1].Size < 20 || cps[0].Reason != "records" {
+		t.Fatalf("checkpoints after 25+ records with EveryRecords=10: %+v", cps)
+	}
+	// Time: an unsealed record older than Every is sealed on the next write.
+	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, s, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.T = clock.T.Add(2 * time.Hour)
+	if err := activitytest.Fill(ctx, s, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	cps, _ = s.Checkpoints(ctx)
+	if last := cps[len(cps)-1]; last.Reason != "interval" {
+		t.Fatalf("expected an interval checkpoint, got size %d reason %s", last.Size, last.Reason)
+	}
+	// Clean shutdown seals the tail.
+	if err := activitytest.Fill(ctx, s, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	path, keyDir := s.Path(), filepath.Join(filepath.Dir(s.Path()), "keys")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st, _ := r.Stats(ctx)
+	cps, _ = r.Checkpoints(ctx)
+	if st.SealedSize != st.Records || cps[len(cps)-1].Reason != "shutdown" {
+		t.Fatalf("after Close: sealed %d of %d, last %+v", st.SealedSize, st.Records, cps[len(cps)-1])
+	}
+}
+
+func TestWithoutKeyRecordsStayUnsealed(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	path := s.Path()
+	s.Close()
+	other, err := activity.Open(ctx, path, activity.Options{KeyDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := activitytest.Fill(ctx, other, 6, 6); err != nil {
+		t.Fatalf("writing without the key must still work: %v", err)
+	}
+	if _, err := other.Seal(ctx, activity.SealManual); !errors.Is(err, activity.ErrNoKey) {
+		t.Fatalf("Seal without a key: %v", err)
+	}
+}
+
+func TestConcurrentWritersShareOneChain(t *testing.T) {
+	s, keyDir := activitytest.Open(t, activity.Options{})
+	second, err := activity.Open(ctx, s.Path(), activity.Options{KeyDir: keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, st := range []*activity.Store{s, second} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- activitytest.Fill(ctx, st, 120, 6)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every record links to the one before it.
+	var prev []byte
+	var n int64
+	err = s.ScanLog(ctx, 0, func(seq int64, canonical, leaf []byte) error {
+		rec, err := activity.DecodeRecord(canonical)
+		if err != nil {
+			return err
+		}
+		if seq != n || (n > 0 && !bytes.Equal(rec.Prev[:], prev)) {
+			t.Fatalf("record %d does not link to record %d", seq, n-1)
+		}
+		prev = append(prev[:0], rec.Hash[:]...)
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 240 {
+		t.Fatalf("%d records, want at least 240", n)
+	}
+}

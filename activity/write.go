@@ -1,0 +1,613 @@
+package activity
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ErrReadOnly is returned when writing to a store opened read-only.
+var ErrReadOnly = errors.New("store is read-only")
+
+// Writer appends events inside one transaction. Each method validates the
+// event against the model, appends it to the log and updates the tables,
+// so the log and the tables cannot disagree.
+type Writer struct {
+	s        *Store
+	tx       *sql.Tx
+	ctx      context.Context
+	now      time.Time
+	head     tlog.Hash
+	next     int64 // seq of the next record
+	edge     Edge  // right edge of the tree, read through to audit_tree
+	loaded   bool
+	records  []Record
+	resolved bool // a resolution was written: seal after commit
+}
+
+// Write runs fn in one transaction and commits it durably before
+// returning: when Write returns nil, every event fn wrote is on disk. If fn
+// returns an error nothing is written. Writers in other processes wait
+// (BEGIN IMMEDIATE plus the busy timeout).
+func (s *Store) Write(ctx context.Context, fn func(w *Writer) error) ([]Record, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin write: %w", err)
+	}
+	defer tx.Rollback()
+	w := &Writer{s: s, tx: tx, ctx: ctx, now: s.opts.Now().UTC()}
+	if err := fn(w); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	s.prepareNoted(ctx)
+	if w.loaded {
+		s.edgeMu.Lock()
+		s.edge, s.edgeSize = w.edge, w.next
+		s.edge.Fallback = nil
+		s.edgeMu.Unlock()
+	}
+	if s.signer != nil {
+		reason := SealReason("")
+		if w.resolved {
+			reason = SealResolution
+		}
+		if _, err := s.sealIfDue(ctx, reason); err != nil {
+			return w.records, err
+		}
+	}
+	return w.records, nil
+}
+
+// Records returns the records this transaction has appended so far.
+func (w *Writer) Records() []Record { return w.records }
+
+// Now is the time the transaction started, used for records that do not
+// carry their own time.
+func (w *Writer) Now() time.Time { return w.now }
+
+func (w *Writer) exec(query string, args ...any) error {
+	if stmt := w.s.prepared(query); stmt != nil {
+		_, err := w.tx.StmtContext(w.ctx, stmt).ExecContext(w.ctx, args...)
+		return err
+	}
+	_, err := w.tx.ExecContext(w.ctx, query, args...)
+	return err
+}
+
+func (w *Writer) queryRow(query string, args ...any) *sql.Row {
+	if stmt := w.s.prepared(query); stmt != nil {
+		return w.tx.StmtContext(w.ctx, stmt).QueryRowContext(w.ctx, args...)
+	}
+	return w.tx.QueryRowContext(w.ctx, query, args...)
+}
+
+// prepared returns the writer connection's prepared statement for query,
+// or nil the first time, when it notes the query to be prepared after the
+// transaction: parsing SQL for every record costs more than the insert, and
+// the single writer connection is busy while a transaction is open.
+func (s *Store) prepared(query string) *sql.Stmt {
+	if st, ok := s.stmts.Load(query); ok {
+		if stmt, _ := st.(*sql.Stmt); stmt != nil {
+			return stmt
+		}
+		return nil
+	}
+	s.stmts.Store(query, nil)
+	return nil
+}
+
+// prepareNoted prepares the queries prepared() noted; called with the
+// writer connection free.
+func (s *Store) prepareNoted(ctx context.Context) {
+	s.stmts.Range(func(k, v any) bool {
+		if stmt, _ := v.(*sql.Stmt); stmt == nil {
+			if st, err := s.w.PrepareContext(ctx, k.(string)); err == nil {
+				s.stmts.Store(k, st)
+			}
+		}
+		return true
+	})
+}
+
+// append adds one record to the log: chain link, leaf and tree hashes.
+func (w *Writer) append(kind Kind, data any) (Record, error) {
+	if !w.loaded {
+		if err := w.loadHead(); err != nil {
+			return Record{}, err
+		}
+	}
+	rec, err := EncodeRecord(w.next, w.head, w.now, kind, data)
+	if err != nil {
+		return Record{}, err
+	}
+	hashes, err := tlog.StoredHashesForRecordHash(rec.Seq, rec.Hash, &w.edge)
+	if err != nil {
+		return Record{}, fmt.Errorf("record %d: tree: %w", rec.Seq, err)
+	}
+	if err := w.exec(`INSERT INTO audit_log(seq, canonical, leaf_hash, kind, t) VALUES (?, ?, ?, ?, ?)`,
+		rec.Seq, rec.Bytes, rec.Hash[:], string(kind), FormatTime(rec.Time)); err != nil {
+		return Record{}, fmt.Errorf("record %d: %w", rec.Seq, err)
+	}
+	base := tlog.StoredHashIndex(0, rec.Seq)
+	for i, h := range hashes {
+		if err := w.exec(`INSERT INTO audit_tree(idx, hash) VALUES (?, ?)`, base+int64(i), h[:]); err != nil {
+			return Record{}, fmt.Errorf("record %d: tree: %w", rec.Seq, err)
+		}
+	}
+	w.edge.Add(rec.Seq, hashes)
+	w.head, w.next = rec.Hash, rec.Seq+1
+	w.records = append(w.records, rec)
+	return rec, nil
+}
+
+// loadHead reads the last record inside the transaction and re-hashes its
+// bytes: the chain continues from what is stored, never from a cached hash
+// that could have been altered.
+func (w *Writer) loadHead() error {
+	var seq int64
+	var canonical []byte
+	err := w.queryRow(`SELECT seq, canonical FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&seq, &canonical)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		w.head, w.next = GenesisHash(w.s.origin), 0
+	case err != nil:
+		return fmt.Errorf("read log head: %w", err)
+	default:
+		w.head, w.next = tlog.RecordHash(canonical), seq+1
+	}
+	// Reuse the edge this process left after its last commit if the log
+	// has not moved since; otherwise read what is needed from audit_tree.
+	w.s.edgeMu.Lock()
+	if w.s.edgeSize == w.next {
+		w.edge = w.s.edge
+	}
+	w.s.edgeMu.Unlock()
+	w.edge.Fallback = tlog.HashReaderFunc(w.readHashes)
+	w.loaded = true
+	return nil
+}
+
+// readHashes reads stored tree hashes one by one with a prepared query.
+func (w *Writer) readHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		var b []byte
+		if err := w.queryRow(`SELECT hash FROM audit_tree WHERE idx = ?`, idx).Scan(&b); err != nil {
+			return nil, fmt.Errorf("tree hash %d: %w", idx, notFound(err))
+		}
+		if len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("tree hash %d has %d bytes", idx, len(b))
+		}
+		out[i] = tlog.Hash(b)
+	}
+	return out, nil
+}
+
+// txHashReader reads stored tree hashes inside a transaction.
+type txHashReader struct {
+	ctx context.Context
+	q   interface {
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	}
+}
+
+func (r txHashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	if len(indexes) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(indexes))
+	for i, x := range indexes {
+		args[i] = x
+	}
+	q := `SELECT idx, hash FROM audit_tree WHERE idx IN (?` + strings.Repeat(",?", len(indexes)-1) + `)`
+	rows, err := r.q.QueryContext(r.ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := make(map[int64]tlog.Hash, len(indexes))
+	for rows.Next() {
+		var idx int64
+		var b []byte
+		if err := rows.Scan(&idx, &b); err != nil {
+			return nil, err
+		}
+		if len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("tree hash %d has %d bytes", idx, len(b))
+		}
+		found[idx] = tlog.Hash(b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		h, ok := found[x]
+		if !ok {
+			return nil, fmt.Errorf("tree hash %d is missing", x)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// AddSource records where the following records come from (an import
+// marker, or a gateway announcing itself).
+func (w *Writer) AddSource(src Source) (Source, error) {
+	if src.ID == "" {
+		src.ID = NewSourceID(w.now)
+	}
+	if src.ImportedAt.IsZero() {
+		src.ImportedAt = w.now
+	}
+	src.ImportedAt = src.ImportedAt.UTC()
+	if src.Format == "" {
+		return src, errors.New("source: format is required")
+	}
+	rec, err := w.append(KindSource, src)
+	if err != nil {
+		return src, err
+	}
+	return src, w.exec(`INSERT INTO sources(id, format, file, sha256, imported_at, records, skipped, note, seq) VALUES (?,?,?,?,?,?,?,?,?)`,
+		src.ID, src.Format, nullString(src.File), nullString(src.SHA256), FormatTime(src.ImportedAt),
+		src.Records, src.Skipped, nullString(src.Note), rec.Seq)
+}
+
+// StartRun records an agent run in the Sessions log.
+func (w *Writer) StartRun(run Run) (Run, error) {
+	if run.ID == "" {
+		run.ID = NewRunID(w.now)
+	}
+	if run.StartedAt.IsZero() {
+		run.StartedAt = w.now
+	}
+	run.StartedAt = run.StartedAt.UTC()
+	if run.Actor == "" || run.IdentifiedBy == "" {
+		return run, fmt.Errorf("run %s: actor and identified_by are required", run.ID)
+	}
+	rec, err := w.append(KindRun, run)
+	if err != nil {
+		return run, err
+	}
+	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		run.ID, run.Actor, string(run.IdentifiedBy), run.Evidence, FormatTime(run.StartedAt), nullTime(run.EndedAt),
+		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq)
+}
+
+// EndRun records that a run ended.
+func (w *Writer) EndRun(id RunID, at time.Time) error {
+	if at.IsZero() {
+		at = w.now
+	}
+	var ended sql.NullString
+	if err := w.tx.QueryRowContext(w.ctx, `SELECT ended_at FROM runs WHERE id = ?`, string(id)).Scan(&ended); err != nil {
+		return fmt.Errorf("end run %s: %w", id, notFound(err))
+	}
+	if ended.Valid {
+		return fmt.Errorf("end run %s: already ended at %s", id, ended.String)
+	}
+	if _, err := w.append(KindRunEnd, RunEnd{RunID: id, At: at.UTC()}); err != nil {
+		return err
+	}
+	return w.exec(`UPDATE runs SET ended_at = ? WHERE id = ?`, FormatTime(at), string(id))
+}
+
+// AddGrant records a grant held by a run.
+func (w *Writer) AddGrant(g Grant) error {
+	if g.GrantedAt.IsZero() {
+		g.GrantedAt = w.now
+	}
+	g.GrantedAt = g.GrantedAt.UTC()
+	if err := w.requireRun(g.RunID); err != nil {
+		return fmt.Errorf("grant: %w", err)
+	}
+	rec, err := w.append(KindGrant, g)
+	if err != nil {
+		return err
+	}
+	return w.exec(`INSERT INTO grants(seq, run_id, scope, granted_by, granted_at) VALUES (?,?,?,?,?)`,
+		rec.Seq, string(g.RunID), g.Scope, g.GrantedBy, FormatTime(g.GrantedAt))
+}
+
+func (w *Writer) requireRun(id RunID) error {
+	if id == "" {
+		return nil
+	}
+	var one int
+	err := w.queryRow(`SELECT 1 FROM runs WHERE id = ?`, string(id)).Scan(&one)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, notFound(err))
+	}
+	return nil
+}
+
+// RecordCall records a protocol call. A call that attaches to an execution
+// names it; the execution must exist.
+func (w *Writer) RecordCall(c Call) (Call, error) {
+	if c.ID == "" {
+		c.ID = NewCallID(w.now)
+	}
+	if c.ReceivedAt.IsZero() {
+		c.ReceivedAt = w.now
+	}
+	c.ReceivedAt = c.ReceivedAt.UTC()
+	if c.Method == "" || c.Disposition == "" {
+		return c, fmt.Errorf("call %s: method and disposition are required", c.ID)
+	}
+	if err := w.requireRun(c.RunID); err != nil {
+		return c, fmt.Errorf("call %s: %w", c.ID, err)
+	}
+	if c.Disposition == DispositionAttached {
+		if _, err := w.Execution(c.ExecutionID); err != nil {
+			return c, fmt.Errorf("call %s attaches to %w", c.ID, err)
+		}
+	}
+	rec, err := w.append(KindCall, c)
+	if err != nil {
+		return c, err
+	}
+	return c, w.exec(`INSERT INTO calls(id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version, received_at, arguments, disposition, execution_id, reason, source_id, source_line, seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		string(c.ID), nullString(string(c.RunID)), c.Actor, c.Method, nullString(c.Tool), nullOpt(c.JSONRPCID), nullOpt(c.SessionID),
+		nullOpt(c.StreamID), nullOpt(c.EventID), nullOpt(c.ProtocolVersion), FormatTime(c.ReceivedAt), nullBytes(c.Arguments),
+		string(c.Disposition), nullString(string(c.ExecutionID)), nullString(c.Reason),
+		nullString(string(c.Source.Source)), nullInt(c.Source.Line), rec.Seq)
+}
+
+// Accept records a new execution in state accepted. Its identity (action,
+// fingerprint, contract) is fixed from here on.
+func (w *Writer) Accept(e Execution) (Execution, error) {
+	if e.ID == "" {
+		e.ID = NewExecutionID(w.now)
+	}
+	if e.State == "" {
+		e.State = StateAccepted
+	}
+	if e.State != StateAccepted {
+		return e, fmt.Errorf("execution %s: a new execution starts in state accepted, not %s", e.ID, e.State)
+	}
+	if e.Contract == "" {
+		e.Contract = ContractBlockedAfterUnknown
+	}
+	if _, err := ParseContract(string(e.Contract)); err != nil {
+		return e, fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	if e.Tool == "" || e.Actor == "" || e.Channel == "" {
+		return e, fmt.Errorf("execution %s: actor, tool and channel are required", e.ID)
+	}
+	if len(e.Arguments) == 0 {
+		e.Arguments = []byte("{}")
+	}
+	if !e.Times.Accepted.OK && e.Source.IsZero() {
+		e.Times.Accepted = Some(w.now) // live records always know when
+	}
+	if err := w.requireRun(e.RunID); err != nil {
+		return e, fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	e.Attached = nil
+	rec, err := w.append(KindExecution, e)
+	if err != nil {
+		return e, err
+	}
+	if err := w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, fingerprint, fingerprint_key_id,
+		run_id, contract, state, created_by_call, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope,
+		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
+		nullString(string(e.CreatedByCall)), nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
+		nullString(string(e.Source.Source)), nullInt(e.Source.Line), rec.Seq, rec.Seq); err != nil {
+		return e, fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	return e, w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall})
+}
+
+// Transition moves an execution to another state, checked against the
+// state machine, and returns the execution as it now is.
+func (w *Writer) Transition(t Transition) (Execution, error) {
+	e, err := w.Execution(t.ExecutionID)
+	if err != nil {
+		return e, err
+	}
+	if t.From != "" && t.From != e.State {
+		return e, fmt.Errorf("execution %s: expected state %s, found %s", e.ID, t.From, e.State)
+	}
+	t.From = e.State
+	if err := CheckTransition(e.ID, e.Contract, e.State, t.To); err != nil {
+		return e, err
+	}
+	if t.To == StateVerified || t.To == StateRejectedByOperator {
+		return e, fmt.Errorf("execution %s: %s is set by an operator resolution (Resolve), not a transition", e.ID, t.To)
+	}
+	return w.transition(e, t)
+}
+
+func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
+	if t.At.OK {
+		t.At.V = t.At.V.UTC()
+	} else if e.Source.IsZero() {
+		t.At = Some(w.now) // live records always know when
+	}
+	rec, err := w.append(KindTransition, t)
+	if err != nil {
+		return e, err
+	}
+	if err := w.insertTransition(rec.Seq, t); err != nil {
+		return e, err
+	}
+	e.State = t.To
+	e.Times.set(t.To, t.At)
+	if t.TargetStatus.OK {
+		e.TargetStatus = t.TargetStatus
+	}
+	if t.ExitCode.OK {
+		e.ExitCode = t.ExitCode
+	}
+	if t.ResultRef != "" {
+		e.ResultRef = t.ResultRef
+	}
+	if t.Reason != "" {
+		e.Error = t.Reason
+	}
+	err = w.exec(`UPDATE executions SET state=?, authorized_at=?, rejected_at=?, dispatched_at=?, observed_at=?, delivered_at=?, resolved_at=?,
+		target_status=?, exit_code=?, result_ref=?, error=?, updated_seq=? WHERE id=?`,
+		string(e.State), nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
+		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
+		nullString(e.ResultRef), nullString(e.Error), rec.Seq, string(e.ID))
+	return e, err
+}
+
+func (w *Writer) insertTransition(seq int64, t Transition) error {
+	return w.exec(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
+		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)))
+}
+
+// Resolve records an operator's decision about an execution whose outcome
+// is unknown or pending verification, and moves it to verified or
+// rejected_by_operator. The store seals a checkpoint after the commit.
+func (w *Writer) Resolve(r Resolution) (Execution, error) {
+	e, err := w.Execution(r.ExecutionID)
+	if err != nil {
+		return e, err
+	}
+	if r.Outcome != ResolutionVerified && r.Outcome != ResolutionRejected {
+		return e, fmt.Errorf("resolve %s: outcome must be verified or rejected, not %q", e.ID, r.Outcome)
+	}
+	if r.Operator == "" {
+		return e, fmt.Errorf("resolve %s: operator is required", e.ID)
+	}
+	if strings.TrimSpace(r.Note) == "" {
+		return e, fmt.Errorf("resolve %s: a note is required (what did you check?)", e.ID)
+	}
+	for field, v := range map[string]string{"operator": r.Operator, "evidence": r.Evidence} {
+		if err := validateText(field, v); err != nil {
+			return e, fmt.Errorf("resolve %s: %w", e.ID, err)
+		}
+	}
+	if !e.State.OutcomeUnresolved() {
+		return e, fmt.Errorf("resolve %s: its outcome is not unknown (state %s); only unknown or pending_verification executions are resolved", e.ID, e.State)
+	}
+	if err := CheckTransition(e.ID, e.Contract, e.State, r.Outcome.State()); err != nil {
+		return e, err
+	}
+	if r.At.IsZero() {
+		r.At = w.now
+	}
+	r.At = r.At.UTC()
+	rec, err := w.append(KindResolution, r)
+	if err != nil {
+		return e, err
+	}
+	if err := w.exec(`INSERT INTO resolutions(seq, execution_id, outcome, operator, note, evidence, at) VALUES (?,?,?,?,?,?,?)`,
+		rec.Seq, string(r.ExecutionID), string(r.Outcome), r.Operator, r.Note, nullString(r.Evidence), FormatTime(r.At)); err != nil {
+		return e, err
+	}
+	w.resolved = true
+	return w.transition(e, Transition{ExecutionID: e.ID, From: e.State, To: r.Outcome.State(), At: Some(r.At),
+		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note)})
+}
+
+// PutResult stores a target's result content and returns its reference, so
+// a retry can be answered without touching the target again.
+func (w *Writer) PutResult(content []byte) (string, error) {
+	sum := sha256.Sum256(content)
+	ref := "sha256:" + hex.EncodeToString(sum[:])
+	err := w.exec(`INSERT OR IGNORE INTO results(ref, content, created_at) VALUES (?,?,?)`, ref, content, FormatTime(w.now))
+	return ref, err
+}
+
+// Execution reads an execution inside the transaction.
+func (w *Writer) Execution(id ExecutionID) (Execution, error) {
+	return scanExecution(w.queryRow(executionSelect+` WHERE id = ?`, string(id)), id)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return errors.New("not found")
+	}
+	return err
+}
+
+func joinFacts(fs []Fact) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ",")
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nullOpt(o Opt[string]) any {
+	if !o.OK {
+		return nil
+	}
+	return o.V
+}
+
+func nullOptInt(o Opt[int]) any {
+	if !o.OK {
+		return nil
+	}
+	return o.V
+}
+
+func nullTime(o Opt[time.Time]) any {
+	if !o.OK {
+		return nil
+	}
+	return FormatTime(o.V)
+}
+
+// Resolve records an operator resolution in its own transaction and seals
+// a checkpoint over it. This is the one path the CLI and the console use.
+// The returned checkpoint is nil when this host has no signing key: the
+// resolution is then chained but unsealed until a host with the key seals.
+func (s *Store) Resolve(ctx context.Context, r Resolution) (Execution, *Checkpoint, error) {
+	var e Execution
+	_, err := s.Write(ctx, func(w *Writer) error {
+		var err error
+		e, err = w.Resolve(r)
+		return err
+	})
+	if err != nil {
+		return e, nil, err
+	}
+	if s.signer == nil {
+		return e, nil, nil
+	}
+	cp, err := s.LatestCheckpoint(ctx)
+	return e, cp, err
+}

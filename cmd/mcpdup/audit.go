@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+)
+
+// AuditCmd groups the log integrity commands.
+type AuditCmd struct {
+	Verify     VerifyCmd     `cmd:"" help:"Check the log for tampering (exit 0 clean, 1 tampered, 2 usage or I/O error)."`
+	Checkpoint CheckpointCmd `cmd:"" help:"Seal the log now and print the newest signed checkpoint, to keep elsewhere."`
+	Key        KeyCmd        `cmd:"" help:"Print the log's public key, to pin with --key."`
+}
+
+// VerifyCmd checks a database or an export.
+type VerifyCmd struct {
+	Export            string `placeholder:"FILE" help:"Verify an export file instead of a database (no database needed)." type:"existingfile"`
+	Key               string `placeholder:"PUB" help:"Pinned public key: the key text or a .pub file. Without it the key is read from this host's key directory and reported as not pinned."`
+	TrustedCheckpoint string `placeholder:"FILE" help:"A signed checkpoint kept outside the log; detects rollback and rewritten history." type:"existingfile"`
+	Output            string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+}
+
+func (c *VerifyCmd) Help() string {
+	return `Checks, in order: seq gaps, chain links, record hashes recomputed from the
+stored bytes (never trusting stored hashes), checkpoint signatures against
+the pinned key and origin, checkpoint roots against the recomputed Merkle
+tree, truncation below the newest checkpoint, and rollback or fork against
+a checkpoint kept elsewhere. It says what it could not check, such as an
+unsealed tail or a key that was not pinned.
+
+Exit status: 0 no tampering found, 1 tampering found, 2 usage or I/O error.
+
+Examples:
+  mcpdup audit verify --db ./incident.db --key ./keys/team.pub
+  mcpdup audit verify --export fixtures/audit/sample.jsonl --key fixtures/audit/sample.pub
+  mcpdup audit verify --db ./incident.db --trusted-checkpoint ticket-4711.checkpoint -o json`
+}
+
+func (c *VerifyCmd) Run(g *Globals) error {
+	rep, err := c.verify(g)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if c.Output == "json" {
+		err = writeJSON(g.stdout, rep)
+	} else {
+		err = rep.WriteText(g.stdout)
+	}
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if rep.Tampered {
+		return &exitError{1, errSilent}
+	}
+	return nil
+}
+
+func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
+	ctx := context.Background()
+	var opts audit.Options
+	if c.TrustedCheckpoint != "" {
+		b, err := os.ReadFile(c.TrustedCheckpoint)
+		if err != nil {
+			return nil, err
+		}
+		opts.Trusted = b
+	}
+	prog := newProgress(g.stderr, "verifying")
+	defer prog.done()
+	opts.Progress = prog.update
+
+	if c.Export != "" {
+		hdr, err := audit.ReadExportHeader(c.Export)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.resolveKey(g, hdr.Origin, &opts); err != nil {
+			return nil, err
+		}
+		return audit.VerifyExportFile(c.Export, opts)
+	}
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if err := c.resolveKey(g, s.Origin(), &opts); err != nil {
+		return nil, err
+	}
+	return audit.VerifyStore(ctx, s, opts)
+}
+
+// resolveKey pins --key, or falls back to this host's public key file for
+// the origin (reported as not pinned). A key stored inside the database or
+// export is never used.
+func (c *VerifyCmd) resolveKey(g *Globals, origin string, opts *audit.Options) error {
+	if c.Key != "" {
+		_, vkey, err := activity.ReadVerifierKey(c.Key)
+		if err != nil {
+			return err
+		}
+		opts.Key, opts.KeyPinned = vkey, true
+		return nil
+	}
+	_, pub := activity.KeyFiles(g.keyDir(), origin)
+	if _, err := os.Stat(pub); err != nil {
+		return nil // no key: signatures are reported as not checked
+	}
+	_, vkey, err := activity.ReadVerifierKey(pub)
+	if err != nil {
+		return err
+	}
+	opts.Key = vkey
+	return nil
+}
+
+// CheckpointCmd seals and prints the newest checkpoint.
+type CheckpointCmd struct {
+	Output string `short:"o" placeholder:"FILE" help:"Write the signed checkpoint to FILE instead of standard output."`
+}
+
+func (c *CheckpointCmd) Help() string {
+	return `Seals any unsealed records, then prints the newest signed checkpoint
+(origin, size, Merkle root and signature). Keep it outside this host, in a
+ticket or with a teammate: 'audit verify --trusted-checkpoint' then detects
+a log that was rolled back or rewritten, even by someone holding the key.
+
+Example:
+  mcpdup audit checkpoint --db ./incident.db -o ticket-4711.checkpoint`
+}
+
+func (c *CheckpointCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	if _, err := os.Stat(g.dbPath()); err != nil {
+		return fmt.Errorf("open %s: %w", g.dbPath(), err)
+	}
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cp, err := s.Seal(ctx, activity.SealManual)
+	if err != nil {
+		return err
+	}
+	if cp.Size == 0 {
+		return errors.New("the log is empty: nothing to checkpoint")
+	}
+	if c.Output != "" {
+		if err := os.WriteFile(c.Output, cp.Note, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "wrote checkpoint at size %d to %s\n", cp.Size, c.Output)
+		return nil
+	}
+	_, err = g.stdout.Write(cp.Note)
+	return err
+}
+
+// KeyCmd prints the public key.
+type KeyCmd struct{}
+
+func (c *KeyCmd) Help() string {
+	return `Prints the verifier key (name+hash+key) of this host's signing key for
+the database's log. Pin it with 'audit verify --key'.
+
+Example:
+  mcpdup audit key --db ./incident.db > incident.pub`
+}
+
+func (c *KeyCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	pub, err := s.PublicKey()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(g.stdout, strings.TrimSpace(pub))
+	return nil
+}

@@ -1,0 +1,127 @@
+// Command mcpdup stops AI-agent tool calls from acting twice and helps
+// on-call engineers find out whether they did. This file wires the
+// command line; each command lives in its own file and calls the packages
+// that do the work.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+	"github.com/willabides/kongplete"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Globals are the flags every command shares.
+type Globals struct {
+	DB     string `name:"db" env:"MCPDUP_DB" placeholder:"PATH" help:"SQLite database (default: ${default_db})." type:"path"`
+	KeyDir string `name:"key-dir" env:"MCPDUP_KEY_DIR" placeholder:"DIR" help:"Directory of signing keys, kept outside the database (default: ${default_key_dir})." type:"path"`
+
+	stdout, stderr io.Writer
+}
+
+// dbPath returns --db, $MCPDUP_DB or the default.
+func (g *Globals) dbPath() string {
+	if g.DB != "" {
+		return g.DB
+	}
+	return activity.DefaultDB()
+}
+
+func (g *Globals) keyDir() string {
+	if g.KeyDir != "" {
+		return g.KeyDir
+	}
+	return activity.DefaultKeyDir()
+}
+
+// CLI is the command tree.
+type CLI struct {
+	Globals
+
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Init       InitCmd       `cmd:"" help:"Create a database and its signing key, and print the public key to keep elsewhere."`
+	Status     StatusCmd     `cmd:"" help:"Summarise a database: log size, sealing, executions by state, pending verifications."`
+	Resolve    ResolveCmd    `cmd:"" help:"Mark an execution whose outcome is unknown as verified or rejected."`
+	Export     ExportCmd     `cmd:"" help:"Write the whole log, byte for byte, with its checkpoints, as JSONL."`
+	Audit      AuditCmd      `cmd:"" help:"Verify the tamper-evident log; print keys and checkpoints."`
+	Completion CompletionCmd `cmd:"" help:"Print the shell snippet that enables tab completion."`
+}
+
+// exitError carries an exit code other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
+// errSilent exits non-zero without printing: the command already said why.
+var errSilent = errors.New("")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args and runs the command, returning the exit code: 0 ok,
+// 1 failure (or, for audit verify, tampering found), 2 usage or I/O error.
+func run(args []string, stdout, stderr io.Writer) int {
+	var cli CLI
+	cli.stdout, cli.stderr = stdout, stderr
+	exitCode := -1
+	parser, err := kong.New(&cli,
+		kong.Name("mcpdup"),
+		kong.Description("mcpdup records what AI-agent tool calls did, proves the record was not altered, and helps resolve calls whose outcome is unknown."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exitCode = code }),
+		kong.Vars{
+			"version":         "mcpdup " + version,
+			"default_db":      "$XDG_DATA_HOME/mcpdup/mcpdup.db",
+			"default_key_dir": "$XDG_CONFIG_HOME/mcpdup/keys",
+		},
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpdup:", err)
+		return 2
+	}
+	kongplete.Complete(parser, kongplete.WithExitFunc(func(code int) { exitCode = code }))
+	if exitCode >= 0 {
+		return exitCode // answered a completion request
+	}
+	ctx, err := parser.Parse(args)
+	if exitCode >= 0 {
+		return exitCode // --help or --version
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpdup: %v\n", err)
+		fmt.Fprintln(stderr, "run 'mcpdup --help' for usage")
+		return 2
+	}
+	err = ctx.Run(&cli.Globals)
+	if exitCode >= 0 {
+		return exitCode
+	}
+	if err == nil {
+		return 0
+	}
+	if err != errSilent && err.Error() != "" {
+		fmt.Fprintf(stderr, "mcpdup: %v\n", err)
+	}
+	var coder kong.ExitCoder
+	if errors.As(err, &coder) {
+		return coder.ExitCode()
+	}
+	return 1
+}

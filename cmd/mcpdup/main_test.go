@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/fixtures"
+)
+
+// mcpdup runs the command line in-process and returns its exit code and
+// output.
+func mcpdup(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func fixture(name string) string { return filepath.Join("..", "..", "fixtures", name) }
+
+func TestVerifyShippedFixture(t *testing.T) {
+	code, out, errs := mcpdup(t, "audit", "verify", "--export", fixture(fixtures.AuditSampleExport), "--key", fixture(fixtures.AuditSampleKey))
+	if code != 0 || !strings.Contains(out, "result: OK") || !strings.Contains(out, "pinned by --key") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	// Any byte of a record line changed: exit 1.
+	data, err := os.ReadFile(fixture(fixtures.AuditSampleExport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(`{"v":1,"seq":40,`))
+	data[i+30] ^= 0x04
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, data, 0o600)
+	code, out, _ = mcpdup(t, "audit", "verify", "--export", bad, "--key", fixture(fixtures.AuditSampleKey), "-o", "json")
+	var rep struct {
+		Result   string `json:"result"`
+		Tampered bool   `json:"tampered"`
+		Problems []struct {
+			Code string `json:"code"`
+			Seq  int64  `json:"seq"`
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("json output: %v\n%s", err, out)
+	}
+	if code != 1 || !rep.Tampered || rep.Result != "tampered" || len(rep.Problems) == 0 {
+		t.Fatalf("exit %d, report %+v", code, rep)
+	}
+}
+
+func TestVerifyExitCodes(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"audit", "verify", "--db", filepath.Join(t.TempDir(), "missing.db")}, 2, "database does not exist"},
+		{[]string{"audit", "verify", "--export", "no-such-file"}, 2, "no-such-file"},
+		{[]string{"audit", "verify", "--export", fixture(fixtures.AuditSampleExport), "--key", "not-a-key"}, 2, "not-a-key"},
+		{[]string{"audit", "verify", "--bogus"}, 2, "unknown flag --bogus"},
+		{[]string{"audit", "verify", "-o", "yaml"}, 2, "must be one of"},
+		{[]string{"resolve", "act_1", "maybe", "--note", "x"}, 2, "must be one of"},
+		{[]string{"frobnicate"}, 2, "unexpected argument frobnicate"},
+	}
+	for _, c := range cases {
+		code, _, errs := mcpdup(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("mcpdup %s: exit %d, stderr %q; want exit %d mentioning %q", strings.Join(c.args, " "), code, errs, c.code, c.want)
+		}
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"}} {
+		code, out, _ := mcpdup(t, append(cmd, "--help")...)
+		if code != 0 || !strings.Contains(out, "Example") {
+			t.Errorf("mcpdup %s --help: exit %d, no example:\n%s", strings.Join(cmd, " "), code, out)
+		}
+	}
+	code, out, _ := mcpdup(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "mcpdup ") {
+		t.Errorf("--version: %d %q", code, out)
+	}
+}
+
+// TestOperatorFlow walks what an on-call engineer does: status, resolve a
+// pending execution, pin the key, export, verify both, keep a checkpoint
+// elsewhere and detect a rollback with it.
+func TestOperatorFlow(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "ops.db"), filepath.Join(dir, "keys")
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+	t.Setenv("MCPDUP_DB", db)
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := activitytest.Incident(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	code, out, _ := mcpdup(t, "status", "-o", "json")
+	var st statusOutput
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Pending) != 1 || st.Pending[0].ID != ids["ticket"] {
+		t.Fatalf("status: %d %s", code, out)
+	}
+
+	code, out, errs := mcpdup(t, "resolve", string(ids["ticket"]), "rejected", "--note", "no ticket exists in the tracker", "--operator", "bob")
+	if code != 0 || !strings.Contains(out, "rejected_by_operator") || !strings.Contains(out, "sealed by checkpoint") {
+		t.Fatalf("resolve: %d %s %s", code, out, errs)
+	}
+	code, _, errs = mcpdup(t, "resolve", string(ids["ticket"]), "verified", "--note", "again", "--operator", "bob")
+	if code != 1 || !strings.Contains(errs, "not unknown") {
+		t.Fatalf("second resolve: %d %s", code, errs)
+	}
+
+	code, pub, _ := mcpdup(t, "audit", "key")
+	if code != 0 {
+		t.Fatal("audit key failed")
+	}
+	pubFile := filepath.Join(dir, "pinned.pub")
+	os.WriteFile(pubFile, []byte(pub), 0o644)
+	anchor := filepath.Join(dir, "ticket.checkpoint")
+	if code, _, errs := mcpdup(t, "audit", "checkpoint", "-o", anchor); code != 0 {
+		t.Fatalf("checkpoint: %s", errs)
+	}
+	if code, out, _ := mcpdup(t, "audit", "verify", "--key", pubFile, "--trusted-checkpoint", anchor); code != 0 {
+		t.Fatalf("verify db: %d\n%s", code, out)
+	}
+	export := filepath.Join(dir, "ops.jsonl")
+	if code, _, errs := mcpdup(t, "export", "-o", export); code != 0 {
+		t.Fatalf("export: %s", errs)
+	}
+	if code, _, errs := mcpdup(t, "export", "-o", export); code != 1 || !strings.Contains(errs, "exists") {
+		t.Fatalf("export over an existing file: %d %s", code, errs)
+	}
+	data, _ := os.ReadFile(export)
+	if bytes.Contains(data, []byte("PRIVATE+KEY")) {
+		t.Fatal("export contains the private key")
+	}
+	if code, out, _ := mcpdup(t, "audit", "verify", "--export", export, "--key", pubFile, "--trusted-checkpoint", anchor); code != 0 {
+		t.Fatalf("verify export: %d\n%s", code, out)
+	}
+	// Roll back: keep the export only up to its first checkpoint, with a
+	// consistent header. Alone it is a valid shorter log; against the
+	// checkpoint kept elsewhere it is a rollback.
+	lines := strings.SplitAfter(string(data), "\n")
+	cut := 1
+	for !strings.HasPrefix(lines[cut], `{"checkpoint":`) {
+		cut++
+	}
+	var hdr map[string]any
+	json.Unmarshal([]byte(lines[0]), &hdr)
+	hdr["records"], hdr["checkpoints"] = cut-1, 1
+	h, _ := json.Marshal(hdr)
+	short := filepath.Join(dir, "short.jsonl")
+	os.WriteFile(short, []byte(string(h)+"\n"+strings.Join(lines[1:cut+1], "")), 0o600)
+	if code, out, _ := mcpdup(t, "audit", "verify", "--export", short, "--key", pubFile); code != 0 {
+		t.Fatalf("a shorter, consistent log should verify without an anchor: %d\n%s", code, out)
+	}
+	code, out, _ = mcpdup(t, "audit", "verify", "--export", short, "--key", pubFile, "--trusted-checkpoint", anchor)
+	if code != 1 || !strings.Contains(out, "truncated or rolled back") {
+		t.Fatalf("rolled-back export: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+)
+
+// writeJSON writes v as indented JSON with a trailing newline. Field names
+// are snake_case and stable: scripts read them.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is an interactive terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// progress prints "verb done/total" on one rewritten stderr line, only on
+// a terminal and only once the work has taken long enough to matter.
+type progress struct {
+	w     io.Writer
+	verb  string
+	start time.Time
+	shown bool
+}
+
+func newProgress(w io.Writer, verb string) *progress {
+	if !isTerminal(w) {
+		return nil
+	}
+	return &progress{w: w, verb: verb, start: time.Now()}
+}
+
+func (p *progress) update(done, total int64) {
+	if p == nil || time.Since(p.start) < 300*time.Millisecond {
+		return
+	}
+	p.shown = true
+	if total > 0 {
+		fmt.Fprintf(p.w, "\r%s %d/%d records (%d%%)", p.verb, done, total, done*100/total)
+	} else {
+		fmt.Fprintf(p.w, "\r%s %d records", p.verb, done)
+	}
+}
+
+func (p *progress) done() {
+	if p != nil && p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

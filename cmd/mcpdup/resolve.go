@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// ResolveCmd records an operator's finding about an unknown outcome.
+type ResolveCmd struct {
+	Execution string `arg:"" help:"Execution id (act_...)." placeholder:"EXECUTION"`
+	Outcome   string `arg:"" enum:"verified,rejected" help:"verified: the action took effect at the target; rejected: it did not (a new call may act again)."`
+	Note      string `required:"" help:"What you checked, in a sentence (required)."`
+	Evidence  string `help:"A reference to the evidence: a ticket, a target record id, a URL."`
+	Operator  string `env:"USER" help:"Who is resolving (default: $USER)."`
+	Output    string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+}
+
+func (c *ResolveCmd) Help() string {
+	return `Only executions in state unknown or pending_verification can be resolved,
+and each only once. The resolution is appended to the tamper-evident log
+and a signed checkpoint is written right after it.
+
+Example:
+  mcpdup resolve act_01JD8Z2K3M4N5P6Q7R8S9T0V1W verified \
+      --note "charge ch_9 is in the processor dashboard" --evidence https://dash.example/ch_9`
+}
+
+func (c *ResolveCmd) Run(g *Globals) error {
+	if c.Operator == "" {
+		return fmt.Errorf("--operator is required when $USER is not set")
+	}
+	ctx := context.Background()
+	if _, err := os.Stat(g.dbPath()); err != nil {
+		return fmt.Errorf("open %s: %w", g.dbPath(), err)
+	}
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	e, cp, err := s.Resolve(ctx, activity.Resolution{ExecutionID: activity.ExecutionID(c.Execution),
+		Outcome: activity.ResolutionOutcome(c.Outcome), Operator: c.Operator, Note: c.Note, Evidence: c.Evidence})
+	if err != nil {
+		return err
+	}
+	if c.Output == "json" {
+		out := map[string]any{"execution_id": e.ID, "state": e.State, "operator": c.Operator, "sealed": cp != nil}
+		if cp != nil {
+			out["checkpoint_size"] = cp.Size
+		}
+		return writeJSON(g.stdout, out)
+	}
+	fmt.Fprintf(g.stdout, "%s is now %s (resolved by %s)\n", e.ID, e.State, c.Operator)
+	if cp != nil {
+		fmt.Fprintf(g.stdout, "sealed by checkpoint at size %d\n", cp.Size)
+	} else {
+		fmt.Fprintln(g.stderr, "warning: no signing key on this host: the resolution is chained but not yet sealed")
+	}
+	return nil
+}

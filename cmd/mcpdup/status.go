@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// StatusCmd summarises a database.
+type StatusCmd struct {
+	Output string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+}
+
+func (c *StatusCmd) Help() string {
+	return `Shows the log's size and sealing, executions by state, and every
+execution whose outcome is unknown or awaiting verification (the queue
+'mcpdup resolve' works on).
+
+Example:
+  mcpdup status --db ./incident.db -o json`
+}
+
+type statusOutput struct {
+	DB        string               `json:"db"`
+	Origin    string               `json:"origin"`
+	Stats     activity.Stats       `json:"stats"`
+	Unsealed  int64                `json:"unsealed"`
+	CanSeal   bool                 `json:"can_seal"`
+	Pending   []activity.Execution `json:"pending"`
+	KeyStatus string               `json:"key_status"`
+}
+
+func (c *StatusCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	pending, err := s.Executions(ctx, activity.ExecutionFilter{States: []activity.State{activity.StateUnknown, activity.StatePendingVerification}})
+	if err != nil {
+		return err
+	}
+	out := statusOutput{DB: s.Path(), Origin: s.Origin(), Stats: st, Unsealed: st.Records - st.SealedSize, Pending: pending}
+	if out.Pending == nil {
+		out.Pending = []activity.Execution{}
+	}
+	if _, err := s.PublicKey(); err != nil {
+		out.KeyStatus = err.Error()
+	} else {
+		out.CanSeal, out.KeyStatus = true, "signing key present"
+	}
+	if c.Output == "json" {
+		return writeJSON(g.stdout, out)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "database\t%s\n", out.DB)
+	fmt.Fprintf(w, "origin\t%s\n", out.Origin)
+	fmt.Fprintf(w, "log\t%d records, %d checkpoints, sealed through %d, %d unsealed\n", st.Records, st.Checkpoints, st.SealedSize, out.Unsealed)
+	fmt.Fprintf(w, "signing key\t%s\n", out.KeyStatus)
+	fmt.Fprintf(w, "activity\t%d runs, %d calls, %d executions, %d resolutions, %d sources\n", st.Runs, st.Calls, st.Executions, st.Resolutions, st.Sources)
+	for _, state := range activity.States {
+		if n := st.ByState[state]; n > 0 {
+			fmt.Fprintf(w, "  %s\t%d\n", state, n)
+		}
+	}
+	w.Flush()
+	if len(pending) == 0 {
+		fmt.Fprintln(g.stdout, "\nno executions await verification")
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "\n%d execution(s) with an unknown outcome:\n", len(pending))
+	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "EXECUTION\tSTATE\tTOOL\tACTOR\tDISPATCHED\tCONTRACT")
+	for _, e := range pending {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.State, e.Tool, e.Actor, optTime(e.Times.Dispatched), e.Contract)
+	}
+	return w.Flush()
+}
+
+func optTime(o activity.Opt[time.Time]) string {
+	if !o.OK {
+		return activity.NotRecorded
+	}
+	return o.V.UTC().Format(time.RFC3339)
+}
