@@ -413,3 +413,79 @@ func TestConcurrentWritersShareOneChain(t *testing.T) {
 		t.Fatalf("%d records, want at least 240", n)
 	}
 }
+
+// TestNotRecordedStaysNotRecorded imports an execution the way an importer
+// will: from a log that shows the request and the target's answer but not
+// authorization times, the idempotency key or delivery. The store must
+// keep those as "not recorded", never fill them in.
+func TestNotRecordedStaysNotRecorded(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	req := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
+	var id activity.ExecutionID
+	_, err := s.Write(ctx, func(w *activity.Writer) error {
+		src, err := w.AddSource(activity.Source{Format: "har", File: "incident.har", SHA256: "ab12", Records: 2})
+		if err != nil {
+			return err
+		}
+		prov := activity.Provenance{Source: src.ID, Line: 42}
+		c, err := w.RecordCall(activity.Call{Actor: "agent:unknown", Method: "tools/call", Tool: "deploy_release",
+			ReceivedAt: req, Disposition: activity.DispositionNotRecorded, Source: prov})
+		if err != nil {
+			return err
+		}
+		e, err := w.Accept(activity.Execution{
+			Action:   activity.Action{Actor: "agent:unknown", Tool: "deploy_release", Channel: activity.ChannelHTTP, Target: "api.example/v1/releases", Method: "POST"},
+			Contract: activity.ContractBlockedAfterUnknown, CreatedByCall: c.ID, Source: prov,
+			NotRecorded: []activity.Fact{activity.FactAuthorization, activity.FactDelivery, activity.FactIdempotencyKey},
+		})
+		if err != nil {
+			return err
+		}
+		id = e.ID
+		for _, tr := range []activity.Transition{
+			{ExecutionID: id, To: activity.StateAuthorized},
+			{ExecutionID: id, To: activity.StateDispatched, At: activity.Some(req)},
+			{ExecutionID: id, To: activity.StateSucceeded, At: activity.Some(req.Add(900 * time.Millisecond)), TargetStatus: activity.Some(201)},
+		} {
+			if _, err := w.Transition(tr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Execution(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Times.Accepted.OK || e.Times.Authorized.OK || e.Times.Delivered.OK {
+		t.Errorf("times the source does not record were filled in: %+v", e.Times)
+	}
+	if !e.Times.Dispatched.OK || !e.Times.Dispatched.V.Equal(req) || e.TargetStatus.V != 201 {
+		t.Errorf("recorded facts lost: %+v", e)
+	}
+	if e.IdempotencyKey.OK || e.IdempotencyKey.String() != activity.NotRecorded {
+		t.Errorf("idempotency key: %+v", e.IdempotencyKey)
+	}
+	if e.Records(activity.FactDelivery) || !e.Records(activity.FactOutcome) {
+		t.Errorf("not_recorded facts: %v", e.NotRecorded)
+	}
+	if e.Source.Line != 42 || e.Source.Source == "" {
+		t.Errorf("provenance lost: %+v", e.Source)
+	}
+	// And in the raw table, not-recorded is NULL.
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var accepted, key sql.NullString
+	if err := db.QueryRow(`SELECT accepted_at, idempotency_key FROM executions WHERE id = ?`, string(id)).Scan(&accepted, &key); err != nil {
+		t.Fatal(err)
+	}
+	if accepted.Valid || key.Valid {
+		t.Errorf("not-recorded columns are not NULL: %v %v", accepted, key)
+	}
+}

@@ -1,7 +1,6 @@
 package audit_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,9 +58,18 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	var export bytes.Buffer
-	if _, err := audit.Export(ctx, s, &export); err != nil {
-		b.Fatal(err)
+	exportPath := filepath.Join(filepath.Dir(path), "log.jsonl")
+	if _, err := os.Stat(exportPath); err != nil {
+		f, err := os.Create(exportPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := audit.Export(ctx, s, f); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Run("db", func(b *testing.B) {
 		var records int64
@@ -81,7 +89,7 @@ func BenchmarkVerify(b *testing.B) {
 	b.Run("export", func(b *testing.B) {
 		var records int64
 		for range b.N {
-			rep, err := audit.VerifyExport(bytes.NewReader(export.Bytes()), "bench.jsonl", audit.Options{Key: pub, KeyPinned: true})
+			rep, err := audit.VerifyExportFile(exportPath, audit.Options{Key: pub, KeyPinned: true})
 			if err != nil {
 				b.Fatal(err)
 			}

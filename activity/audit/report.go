@@ -27,7 +27,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		origin = r.Origin + " (key read from this host's key directory, not pinned)"
 	}
 	fmt.Fprintf(&b, "  origin       %s\n", origin)
-	fmt.Fprintf(&b, "  records      %d, %d checkpoints, sealed through %d, %d unsealed\n\n", r.Records, r.Checkpoints, r.SealedSize, r.Unsealed)
+	fmt.Fprintf(&b, "  records      %d, %d checkpoints, sealed through %d, %d unsealed (checked in %.1fs)\n\n",
+		r.Records, r.Checkpoints, r.SealedSize, r.Unsealed, float64(r.DurationMS)/1000)
 	for _, c := range r.Checks {
 		fmt.Fprintf(&b, "  %s  %-22s %s\n", statusMarks[c.Status], c.Title, c.Detail)
 	}

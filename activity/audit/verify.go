@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -105,12 +106,14 @@ type Report struct {
 	ProblemsOmitted int       `json:"problems_omitted"`
 	Tampered        bool      `json:"tampered"`
 	Result          string    `json:"result"` // ok | tampered
+	DurationMS      int64     `json:"duration_ms"`
 }
 
 // verifier is fed the log in order, one record or checkpoint at a time,
 // by a database or export reader, and keeps O(log n) state.
 type verifier struct {
 	opts      Options
+	start     time.Time
 	origin    string
 	verifiers note.Verifiers
 
@@ -139,7 +142,7 @@ type checkpoint struct {
 }
 
 func newVerifier(origin string, opts Options) (*verifier, error) {
-	v := &verifier{opts: opts, origin: origin, missing: map[int64]bool{}, counts: map[string]int{}}
+	v := &verifier{opts: opts, start: time.Now(), origin: origin, missing: map[int64]bool{}, counts: map[string]int{}}
 	if opts.Key != "" {
 		nv, err := note.NewVerifier(opts.Key)
 		if err != nil {
@@ -382,6 +385,7 @@ func (v *verifier) report(source, key string) *Report {
 	}
 	rep.Checks = v.checks(rep)
 	rep.Tampered = len(v.problems) > 0
+	rep.DurationMS = time.Since(v.start).Milliseconds()
 	rep.Result = "ok"
 	if rep.Tampered {
 		rep.Result = "tampered"
@@ -409,7 +413,11 @@ func (v *verifier) checks(rep *Report) []Check {
 		out = append(out, Check{name, checkTitles[name], status, fmt.Sprintf(format, args...)})
 	}
 	last := v.pos - 1
-	add(CheckSeq, StatusOK, "%d records, seq 0..%d", v.pos, last)
+	if v.pos == 0 {
+		add(CheckSeq, StatusOK, "empty log")
+	} else {
+		add(CheckSeq, StatusOK, "%d records, seq 0..%d", v.pos, last)
+	}
 	add(CheckChain, StatusOK, "every prev recomputed from the record before it")
 	add(CheckHashes, StatusOK, "%d leaf hashes recomputed from the stored bytes", v.pos)
 	switch {

@@ -173,3 +173,19 @@ func TestOperatorFlow(t *testing.T) {
 		t.Fatalf("rolled-back export: exit %d\n%s", code, out)
 	}
 }
+
+// TestShellCompletion drives the runtime half of completion the way bash
+// does (`complete -C mcpdup mcpdup` sets COMP_LINE and runs the binary).
+func TestShellCompletion(t *testing.T) {
+	t.Setenv("COMP_LINE", "mcpdup audit ve")
+	t.Setenv("COMP_POINT", "15")
+	code, out, _ := mcpdup(t)
+	if code != 0 || strings.TrimSpace(out) != "verify" {
+		t.Fatalf("completion of 'mcpdup audit ve': exit %d, %q", code, out)
+	}
+	os.Unsetenv("COMP_LINE")
+	code, out, _ = mcpdup(t, "completion", "bash")
+	if code != 0 || !strings.HasPrefix(out, "complete -C ") || !strings.HasSuffix(out, " mcpdup\n") {
+		t.Fatalf("completion bash: %d %q", code, out)
+	}
+}
