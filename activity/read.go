@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// ErrNotFound is wrapped by lookups that find nothing.
+var ErrNotFound = errors.New("not found")
+
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
@@ -30,7 +33,7 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
 		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine)
 	if errors.Is(err, sql.ErrNoRows) {
-		return e, fmt.Errorf("execution %s: not found", id)
+		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return e, fmt.Errorf("read execution %s: %w", id, err)
@@ -97,7 +100,8 @@ type ExecutionFilter struct {
 	States []State
 	Actor  string
 	Tool   string
-	Limit  int // 0: no limit
+	Live   bool // only executions the live gateway created (not imported)
+	Limit  int  // 0: no limit
 }
 
 // Executions lists executions, oldest first.
@@ -117,6 +121,9 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	if f.Tool != "" {
 		where = append(where, "tool = ?")
 		args = append(args, f.Tool)
+	}
+	if f.Live {
+		where = append(where, "source_id IS NULL")
 	}
 	q := executionSelect
 	if len(where) > 0 {
@@ -140,6 +147,96 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+const callSelect = `SELECT id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version,
+	received_at, arguments, disposition, execution_id, reason, source_id, source_line FROM calls`
+
+func scanCall(row rowScanner) (Call, error) {
+	var (
+		c                                      Call
+		run, tool, rpc, sess, stream, ev, prot sql.NullString
+		args, exec, reason, src                sql.NullString
+		line                                   sql.NullInt64
+		received                               string
+	)
+	if err := row.Scan(&c.ID, &run, &c.Actor, &c.Method, &tool, &rpc, &sess, &stream, &ev, &prot, &received,
+		&args, &c.Disposition, &exec, &reason, &src, &line); err != nil {
+		return c, err
+	}
+	c.RunID, c.Tool, c.ExecutionID, c.Reason = RunID(run.String), tool.String, ExecutionID(exec.String), reason.String
+	c.JSONRPCID, c.SessionID = Opt[string]{rpc.String, rpc.Valid}, Opt[string]{sess.String, sess.Valid}
+	c.StreamID, c.EventID = Opt[string]{stream.String, stream.Valid}, Opt[string]{ev.String, ev.Valid}
+	c.ProtocolVersion = Opt[string]{prot.String, prot.Valid}
+	if args.Valid {
+		c.Arguments = json.RawMessage(args.String)
+	}
+	c.Source = Provenance{SourceID(src.String), line.Int64}
+	var err error
+	c.ReceivedAt, err = parseTime(received)
+	return c, err
+}
+
+// CallsOf returns the calls that created or attached to an execution, in
+// order.
+func (s *Store) CallsOf(ctx context.Context, id ExecutionID) ([]Call, error) {
+	rows, err := s.r.QueryContext(ctx, callSelect+` WHERE execution_id = ? ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("calls of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Call
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Run reads one agent run with its grants.
+func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
+	var r Run
+	var started string
+	var ended, detail, src sql.NullString
+	var line sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
+		FROM runs WHERE id = ?`, string(id)).Scan(&r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return r, err
+	}
+	if r.StartedAt, err = parseTime(started); err != nil {
+		return r, err
+	}
+	if r.EndedAt, err = parseOptTime(ended); err != nil {
+		return r, err
+	}
+	if detail.Valid {
+		r.Detail = json.RawMessage(detail.String)
+	}
+	r.Source = Provenance{SourceID(src.String), line.Int64}
+	rows, err := s.r.QueryContext(ctx, `SELECT scope, granted_by, granted_at FROM grants WHERE run_id = ? ORDER BY seq`, string(id))
+	if err != nil {
+		return r, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		g := Grant{RunID: id}
+		var at string
+		if err := rows.Scan(&g.Scope, &g.GrantedBy, &at); err != nil {
+			return r, err
+		}
+		if g.GrantedAt, err = parseTime(at); err != nil {
+			return r, err
+		}
+		r.Grants = append(r.Grants, g)
+	}
+	return r, rows.Err()
 }
 
 // Transitions returns an execution's recorded lifecycle, in order.
@@ -234,6 +331,20 @@ func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("result %s: not found", ref)
 	}
 	return b, err
+}
+
+// Vault reports whether the vault is locked, and the last lock or unlock
+// note ("locked by alice: incident 4711").
+func (s *Store) Vault(ctx context.Context) (bool, string, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "unlocked", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	return strings.HasPrefix(v, "locked"), v, nil
 }
 
 // Stats counts what the store holds.

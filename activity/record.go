@@ -27,6 +27,7 @@ const (
 	KindExecution  Kind = "execution"  // an execution was accepted (its identity)
 	KindTransition Kind = "transition" // an execution moved to another state
 	KindResolution Kind = "resolution" // an operator resolved an unknown outcome
+	KindVault      Kind = "vault"      // Sessions log: the vault was locked or unlocked
 )
 
 // Record is one entry of the append-only log. Bytes are the canonical
@@ -181,6 +182,8 @@ func (r Record) Event() (any, error) {
 		v = new(Transition)
 	case KindResolution:
 		v = new(Resolution)
+	case KindVault:
+		v = new(VaultEvent)
 	default:
 		return nil, fmt.Errorf("record %d: unknown kind %q", r.Seq, r.Kind)
 	}
@@ -190,6 +193,15 @@ func (r Record) Event() (any, error) {
 		return nil, fmt.Errorf("record %d (%s): %w", r.Seq, r.Kind, err)
 	}
 	return v, nil
+}
+
+// VaultEvent records the vault being locked or unlocked. While locked,
+// the gateway refuses every call.
+type VaultEvent struct {
+	Locked   bool      `json:"locked"`
+	Operator string    `json:"operator"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // RunEnd records that an agent run ended.

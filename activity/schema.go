@@ -170,7 +170,23 @@ CREATE TRIGGER transitions_no_delete BEFORE DELETE ON transitions BEGIN SELECT R
 CREATE TRIGGER resolutions_no_update BEFORE UPDATE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
 CREATE TRIGGER resolutions_no_delete BEFORE DELETE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
 `,
+
+	// 2: at most one unresolved live execution per intent. The gateway
+	// matches retries inside a write transaction; this index makes the
+	// store itself refuse a second accepted/dispatched/unknown execution of
+	// the same fingerprint, actor and scope, whatever the caller does.
+	// Imported rows (source_id set) are exempt: they record what happened.
+	`
+CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, intent_scope)
+	WHERE source_id IS NULL AND fingerprint IS NOT NULL
+	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
+`,
 }
+
+// UnresolvedStates are the states executions_one_unresolved covers: an
+// execution in one of them always answers a matching retry, whatever its
+// age.
+var UnresolvedStates = []State{StateAccepted, StateAuthorized, StateDispatched, StateUnknown, StatePendingVerification}
 
 // SchemaVersion is the schema this build reads and writes.
 var SchemaVersion = len(migrations)

@@ -529,6 +529,71 @@ func (w *Writer) PutResult(content []byte) (string, error) {
 	return ref, err
 }
 
+// SetVault locks or unlocks the vault, recording who and why.
+func (w *Writer) SetVault(locked bool, operator, reason string) error {
+	if operator == "" {
+		return errors.New("vault: operator is required")
+	}
+	ev := VaultEvent{Locked: locked, Operator: operator, Reason: reason, At: w.now}
+	if _, err := w.append(KindVault, ev); err != nil {
+		return err
+	}
+	state := "unlocked"
+	if locked {
+		state = "locked"
+	}
+	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+		state+" by "+operator+": "+reason)
+}
+
+// VaultLocked reports whether the vault is locked, and the lock's note.
+func (w *Writer) VaultLocked() (bool, string, error) {
+	var v string
+	err := w.queryRow(`SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	return strings.HasPrefix(v, "locked"), v, nil
+}
+
+// FindRun returns the newest run of actor identified by the given kind of
+// evidence with this value, or nil: an agent that sends the same run id
+// after a gateway restart continues the same run.
+func (w *Writer) FindRun(actor string, by RunIdentification, evidence string) (*Run, error) {
+	var r Run
+	var started string
+	err := w.queryRow(`SELECT id, started_at FROM runs WHERE actor = ? AND identified_by = ? AND evidence = ? AND ended_at IS NULL
+		ORDER BY seq DESC LIMIT 1`, actor, string(by), evidence).Scan(&r.ID, &started)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Actor, r.IdentifiedBy, r.Evidence = actor, by, evidence
+	r.StartedAt, err = parseTime(started)
+	return &r, err
+}
+
+// LatestMatch returns the newest live (not imported) execution with this
+// fingerprint, actor and intent scope, or nil. Called inside the write
+// transaction, so no other writer can create a match between this read
+// and the caller's decision.
+func (w *Writer) LatestMatch(fingerprint, actor, scope string) (*Execution, error) {
+	e, err := scanExecution(w.queryRow(executionSelect+` WHERE fingerprint = ? AND actor = ? AND intent_scope = ? AND source_id IS NULL
+		ORDER BY seq DESC LIMIT 1`, fingerprint, actor, scope), "")
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
 // Execution reads an execution inside the transaction.
 func (w *Writer) Execution(id ExecutionID) (Execution, error) {
 	return scanExecution(w.queryRow(executionSelect+` WHERE id = ?`, string(id)), id)
@@ -536,7 +601,7 @@ func (w *Writer) Execution(id ExecutionID) (Execution, error) {
 
 func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return errors.New("not found")
+		return ErrNotFound
 	}
 	return err
 }

@@ -48,6 +48,9 @@ type CLI struct {
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
+	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
+	Lock       LockCmd       `cmd:"" help:"Lock the vault: the gateway refuses every call until unlocked."`
+	Unlock     UnlockCmd     `cmd:"" help:"Unlock the vault."`
 	Init       InitCmd       `cmd:"" help:"Create a database and its signing key, and print the public key to keep elsewhere."`
 	Status     StatusCmd     `cmd:"" help:"Summarise a database: log size, sealing, executions by state, pending verifications."`
 	Resolve    ResolveCmd    `cmd:"" help:"Mark an execution whose outcome is unknown as verified or rejected."`

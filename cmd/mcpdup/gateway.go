@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+)
+
+// GatewayCmd serves the MCP gateway.
+type GatewayCmd struct {
+	Config string `required:"" placeholder:"FILE" help:"Gateway configuration (TOML; see README.md)." type:"existingfile"`
+	Listen string `placeholder:"ADDR" help:"Override the configuration's listen address."`
+}
+
+func (c *GatewayCmd) Help() string {
+	return `Serves MCP over Streamable HTTP at http://ADDR/mcp for both protocol eras
+(2025-03-26 … 2025-11-25 with sessions and resumable streams; 2026-07-28
+stateless). Every call is authenticated by bearer token, gets an execution
+id and fingerprint, and is recorded in the database before each step; a
+retry of the same intent attaches to the existing execution.
+
+Stops cleanly on SIGINT or SIGTERM: in-flight calls finish, the log is
+sealed.
+
+Example:
+  DEPLOY_API_TOKEN=... MCPDUP_TOKEN_DEPLOYER=... mcpdup gateway --config gateway.toml --db ./gw.db`
+}
+
+func (c *GatewayCmd) Run(g *Globals) error {
+	cfg, err := gatewaylite.LoadConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	if c.Listen != "" {
+		cfg.Listen = c.Listen
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	store, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: g.keyDir(), Logger: logger, Version: version})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
+		logger.Warn("listening on a non-loopback address: anyone who can reach it must still present a bearer token", "addr", ln.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", gw.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(g.stderr, "mcpdup gateway listening on http://%s/mcp (database %s)\n", ln.Addr(), store.Path())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing in-flight calls")
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// LockCmd locks the vault: the gateway refuses every call.
+type LockCmd struct {
+	Reason   string `required:"" help:"Why (recorded in the log)."`
+	Operator string `env:"USER" help:"Who is locking (default: $USER)."`
+}
+
+func (c *LockCmd) Help() string {
+	return `While the vault is locked, every tools/call is refused (recorded as a
+rejected execution with the reason) and nothing reaches a target. A
+running gateway sees the change at once.
+
+Example:
+  mcpdup lock --reason "incident 4711: duplicate deploys under investigation"`
+}
+
+func (c *LockCmd) Run(g *Globals) error { return setVault(g, true, c.Operator, c.Reason) }
+
+// UnlockCmd unlocks the vault.
+type UnlockCmd struct {
+	Reason   string `required:"" help:"Why (recorded in the log)."`
+	Operator string `env:"USER" help:"Who is unlocking (default: $USER)."`
+}
+
+func (c *UnlockCmd) Help() string {
+	return `Example:
+  mcpdup unlock --reason "incident 4711 resolved"`
+}
+
+func (c *UnlockCmd) Run(g *Globals) error { return setVault(g, false, c.Operator, c.Reason) }
+
+func setVault(g *Globals, locked bool, operator, reason string) error {
+	if operator == "" {
+		return errors.New("--operator is required when $USER is not set")
+	}
+	ctx := context.Background()
+	if _, err := os.Stat(g.dbPath()); err != nil {
+		return fmt.Errorf("open %s: %w", g.dbPath(), err)
+	}
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.Write(ctx, func(w *activity.Writer) error { return w.SetVault(locked, operator, reason) }); err != nil {
+		return err
+	}
+	_, note, err := s.Vault(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "vault %s\n", note)
+	return nil
+}

@@ -1,0 +1,355 @@
+package gatewaylite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Keys an agent may put in a tools/call request's _meta.
+const (
+	// MetaRunID identifies the agent run (process) explicitly: the
+	// strongest run evidence. Retries from the same run attach across
+	// reconnects and gateway restarts.
+	MetaRunID = "mcpdup.dev/run_id"
+	// MetaIntentScope marks a deliberate repeat: a call with a different
+	// scope is a different intent even with identical arguments.
+	MetaIntentScope = "mcpdup.dev/intent_scope"
+	// MetaExecutionID is set on every result the gateway returns.
+	MetaExecutionID = "mcpdup.dev/execution_id"
+	// MetaExecution is set on every result: state, replayed, times.
+	MetaExecution = "mcpdup.dev/execution"
+)
+
+// Headers the front sets after authenticating a request; clients cannot
+// supply them (the front deletes any X-Mcpdup-* header it receives).
+const (
+	headerActor   = "X-Mcpdup-Actor"
+	headerRPCID   = "X-Mcpdup-Rpc-Id"
+	headerRequest = "X-Mcpdup-Request"
+)
+
+// callInfo is what the front learned about the request carrying a call.
+type callInfo struct {
+	actor, rpcID, token, protocol, session string
+}
+
+func callInfoFrom(req *mcp.CallToolRequest) callInfo {
+	var h http.Header
+	if req.Extra != nil {
+		h = req.Extra.Header
+	}
+	ci := callInfo{actor: h.Get(headerActor), rpcID: h.Get(headerRPCID), token: h.Get(headerRequest)}
+	if req.Session != nil {
+		ci.session = req.Session.ID()
+		ci.protocol = req.ProtocolVersion()
+	}
+	if v := h.Get("MCP-Protocol-Version"); v != "" {
+		ci.protocol = v
+	}
+	return ci
+}
+
+// handleCall is the whole life of one tools/call: identify, match, record,
+// dispatch or attach, record the outcome, answer truthfully.
+func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	info := callInfoFrom(req)
+	if info.actor == "" {
+		return nil, errors.New("unauthenticated call reached the tool handler")
+	}
+	// The work below must finish even if the client goes away: a dropped
+	// connection must not abandon a dispatch half-recorded.
+	ctx = context.WithoutCancel(ctx)
+	received := g.now().UTC()
+	call := activity.Call{Actor: info.actor, Method: "tools/call", Tool: spec.name, ReceivedAt: received,
+		JSONRPCID: optString(info.rpcID), SessionID: optString(info.session), ProtocolVersion: optString(info.protocol)}
+
+	intent, err := g.fp.PrepareArgs(req.Params.Arguments, spec.args)
+	if err != nil {
+		call.Disposition, call.Reason = activity.DispositionRefused, "invalid arguments: "+err.Error()
+		g.recordRefused(ctx, call)
+		return errorResult("invalid arguments: %v", err), nil
+	}
+	call.Arguments = intent.Record
+	meta := req.Params.Meta
+	run, err := g.runs.identify(ctx, info, meta)
+	if err != nil {
+		return nil, fmt.Errorf("identify run: %w", err)
+	}
+	call.RunID = run.id
+	scope := run.scope
+	if s, ok := meta[MetaIntentScope].(string); ok && s != "" {
+		scope = "explicit:" + s
+	}
+	action := activity.Action{Actor: info.actor, Tool: spec.name, Channel: spec.channel, Target: spec.target,
+		Method: spec.method, CredentialRef: spec.credentialRef, Arguments: intent.Effect, IntentScope: scope}
+	fingerprint, err := g.fp.Fingerprint(action)
+	if err != nil {
+		return nil, err
+	}
+
+	var exec activity.Execution
+	var rec Recovery
+	_, err = g.store.Write(ctx, func(w *activity.Writer) error {
+		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
+		if err != nil {
+			return err
+		}
+		var why string
+		rec, why = Decide(prior, spec.contract, received, spec.window)
+		if !run.strong && prior != nil && rec.Attaches() {
+			why += "; run identity is weak (" + string(run.identifiedBy) + "), scope inferred from actor and window"
+		}
+		call.Reason = why
+		if rec.Attaches() {
+			call.Disposition, call.ExecutionID = activity.DispositionAttached, prior.ID
+			if _, err := w.RecordCall(call); err != nil {
+				return err
+			}
+			exec = *prior
+			if rec == RecoveryResend {
+				// Durable before the resend leaves, like the first dispatch.
+				exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateUnknown,
+					To: activity.StateDispatched, CallID: call.ID, Reason: "resend with the same Idempotency-Key"})
+			}
+			return err
+		}
+		call.Disposition = activity.DispositionNewExecution
+		call.ID = activity.NewCallID(received)
+		call.ExecutionID = activity.NewExecutionID(received)
+		if _, err := w.RecordCall(call); err != nil {
+			return err
+		}
+		e := activity.Execution{ID: call.ExecutionID, Action: action, Fingerprint: fingerprint, FingerprintKeyID: g.fp.KeyID,
+			RunID: run.id, Contract: spec.contract, CreatedByCall: call.ID, IdempotencyKey: activity.Some("")}
+		if spec.channel == activity.ChannelHTTP {
+			e.IdempotencyKey = activity.Some(string(e.ID))
+		}
+		if exec, err = w.Accept(e); err != nil {
+			return err
+		}
+		exec, err = g.authorize(w, exec, call.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record call: %w", err)
+	}
+	res := g.proceed(ctx, spec, exec, rec, intent.Send, call.ID)
+	if outcomeState(activity.State(res.state)) {
+		g.delivery.expect(info.token, exec.ID)
+	}
+	return res.result, nil
+}
+
+// authorize runs the authorization ladder inside the accepting
+// transaction and, when the execution may proceed, makes "dispatched"
+// durable before any byte leaves.
+func (g *Gateway) authorize(w *activity.Writer, e activity.Execution, call activity.CallID) (activity.Execution, error) {
+	locked, reason, err := w.VaultLocked()
+	if err != nil {
+		return e, err
+	}
+	if locked {
+		return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, CallID: call,
+			Reason: "vault locked: every call is refused until an operator unlocks it (" + reason + ")"})
+	}
+	if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateAuthorized, CallID: call}); err != nil {
+		return e, err
+	}
+	return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched, CallID: call})
+}
+
+// answer is a result plus the execution state it reports.
+type answer struct {
+	result *mcp.CallToolResult
+	state  string
+}
+
+// proceed acts on the recovery decision once it is durable.
+func (g *Gateway) proceed(ctx context.Context, spec *toolSpec, exec activity.Execution, rec Recovery, send map[string]any, call activity.CallID) answer {
+	replayed := rec.Attaches()
+	switch rec {
+	case RecoveryNew, RecoveryResend:
+		if exec.State == activity.StateDispatched {
+			exec = g.execute(ctx, spec, exec, send)
+		}
+	case RecoveryContinue, RecoveryWait:
+		exec = g.waitFor(ctx, spec, exec, send)
+	case RecoveryLookup:
+		exec = g.lookup(ctx, spec, exec)
+	case RecoveryBlock:
+		exec = g.block(ctx, exec)
+	}
+	return g.respond(exec, rec, replayed)
+}
+
+// execute dispatches an execution whose "dispatched" is durable, records
+// the outcome, and on an unknown outcome applies the contract's recovery
+// once before answering.
+func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
+	done := g.inflight.begin(exec.ID)
+	defer done()
+	out := spec.dispatch(ctx, exec.ID, send)
+	exec = g.recordOutcome(ctx, exec, out, "")
+	if exec.State != activity.StateUnknown {
+		return exec
+	}
+	switch exec.Contract {
+	case activity.ContractRepeatableWithKey:
+		next, err := g.transition(ctx, exec, activity.StateDispatched, "resend with the same Idempotency-Key after an unknown outcome")
+		if err != nil {
+			return exec
+		}
+		out = spec.dispatch(ctx, next.ID, send)
+		return g.recordOutcome(ctx, next, out, "after resend: ")
+	case activity.ContractRecoverableByLookup:
+		return g.lookup(ctx, spec, exec)
+	}
+	return g.block(ctx, exec)
+}
+
+// waitFor attaches to an execution another goroutine is handling and waits
+// (bounded) for its outcome. An execution nobody is handling any more
+// (accepted or authorized by a process that died) is taken over.
+func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
+	if ch := g.inflight.wait(exec.ID); ch != nil {
+		select {
+		case <-ch:
+		case <-time.After(g.cfg.AttachWait.Duration):
+		}
+	} else if exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized {
+		var err error
+		_, err = g.store.Write(ctx, func(w *activity.Writer) error {
+			if exec.State == activity.StateAccepted {
+				if exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAccepted, To: activity.StateAuthorized}); err != nil {
+					return err
+				}
+			}
+			exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAuthorized, To: activity.StateDispatched,
+				Reason: "taken over: the process that accepted it is gone"})
+			return err
+		})
+		if err == nil {
+			return g.execute(ctx, spec, exec, send)
+		}
+	} else {
+		// Dispatched by a process that is not this one: poll the store.
+		deadline := time.Now().Add(g.cfg.AttachWait.Duration)
+		for time.Now().Before(deadline) {
+			if e, err := g.store.Execution(ctx, exec.ID); err == nil && e.State != activity.StateDispatched {
+				return e
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if e, err := g.store.Execution(ctx, exec.ID); err == nil {
+		return e
+	}
+	return exec
+}
+
+// block moves an unknown execution to pending_verification: an operator
+// must check the target before anything is sent again.
+func (g *Gateway) block(ctx context.Context, exec activity.Execution) activity.Execution {
+	if exec.State != activity.StateUnknown {
+		return exec
+	}
+	next, err := g.transition(ctx, exec, activity.StatePendingVerification,
+		fmt.Sprintf("contract %s: not resent after an unknown outcome; verify at the target", exec.Contract))
+	if err != nil {
+		return exec
+	}
+	return next
+}
+
+// recordOutcome stores the result and records the observed state.
+func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, out Outcome, prefix string) activity.Execution {
+	var next activity.Execution
+	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+		t := activity.Transition{ExecutionID: exec.ID, From: exec.State, To: out.State, TargetStatus: out.Status,
+			ExitCode: out.ExitCode, Reason: prefix + out.Reason}
+		if len(out.Result) > 0 {
+			ref, err := w.PutResult(out.Result)
+			if err != nil {
+				return err
+			}
+			t.ResultRef = ref
+		}
+		var err error
+		next, err = w.Transition(t)
+		return err
+	})
+	if err != nil {
+		// The outcome could not be recorded: leave the execution as the
+		// store has it (dispatched), which recovery treats as unknown.
+		g.log.Error("record outcome", "execution", exec.ID, "error", err)
+		if e, rerr := g.store.Execution(ctx, exec.ID); rerr == nil {
+			return e
+		}
+		return exec
+	}
+	return next
+}
+
+func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to activity.State, reason string) (activity.Execution, error) {
+	var next activity.Execution
+	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+		var err error
+		next, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: exec.State, To: to, Reason: reason})
+		return err
+	})
+	if err != nil {
+		g.log.Error("record transition", "execution", exec.ID, "to", to, "error", err)
+	}
+	return next, err
+}
+
+// recordRefused records a call that created no execution.
+func (g *Gateway) recordRefused(ctx context.Context, c activity.Call) {
+	c.Disposition = activity.DispositionRefused
+	if _, err := g.store.Write(ctx, func(w *activity.Writer) error {
+		_, err := w.RecordCall(c)
+		return err
+	}); err != nil {
+		g.log.Error("record refused call", "error", err)
+	}
+}
+
+// dispatch sends through the tool's channel.
+func (s *toolSpec) dispatch(ctx context.Context, id activity.ExecutionID, send map[string]any) Outcome {
+	switch {
+	case s.http != nil:
+		return s.http.dispatch(ctx, id, send)
+	case s.upstream != nil:
+		return s.upstream.dispatch(ctx, id, send, s.timeout)
+	}
+	return Outcome{State: activity.StateFailedBefore, Reason: "tool has no dispatcher"}
+}
+
+func optString(s string) activity.Opt[string] {
+	if s == "" {
+		return activity.Opt[string]{}
+	}
+	return activity.Some(s)
+}
+
+// outcomeState reports whether an answer in state s carries the target's
+// result, whose delivery is then tracked.
+func outcomeState(s activity.State) bool {
+	switch s {
+	case activity.StateSucceeded, activity.StateFailed, activity.StateDeliveryFailed, activity.StateNotDelivered:
+		return true
+	}
+	return false
+}
+
+func errorResult(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+

@@ -1,0 +1,302 @@
+package gatewaylite
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Config is the gateway's TOML configuration. README.md documents every
+// field with a complete example.
+type Config struct {
+	Listen string `toml:"listen"`
+	// RunIdleTimeout ends a token-identified run after this much silence.
+	RunIdleTimeout Duration `toml:"run_idle_timeout"`
+	// SessionGrant is how a new run gets its per-session grant: "auto"
+	// (granted and recorded) or "ask" (an operator approves it).
+	SessionGrant string `toml:"session_grant"`
+	// ApprovalTimeout bounds how long a call waits for an approval.
+	ApprovalTimeout Duration `toml:"approval_timeout"`
+	// AttachWait bounds how long a retry waits for a running execution
+	// before answering "in progress".
+	AttachWait  Duration                    `toml:"attach_wait"`
+	Actors      []ActorConfig               `toml:"actor"`
+	Tools       []ToolConfig                `toml:"tool"`
+	Credentials map[string]CredentialConfig `toml:"credential"`
+	Upstreams   []UpstreamConfig            `toml:"upstream"`
+
+	path string
+}
+
+// ActorConfig is an authenticated agent identity.
+type ActorConfig struct {
+	Name     string `toml:"name"`
+	TokenEnv string `toml:"token_env"` // environment variable holding its bearer token
+}
+
+// ToolConfig declares one tool and its contract.
+type ToolConfig struct {
+	Name        string `toml:"name"`
+	Description string `toml:"description"`
+	Channel     string `toml:"channel"` // http
+	Method      string `toml:"method"`
+	// URL may hold {arg} placeholders, filled from the arguments (escaped).
+	URL           string `toml:"url"`
+	CredentialRef string `toml:"credential_ref"`
+	Contract      string `toml:"contract"`
+	// Fingerprint lists the argument fields that define the effect; empty
+	// means all arguments.
+	Fingerprint []string       `toml:"fingerprint"`
+	Defaults    map[string]any `toml:"defaults"`
+	// DefaultsPolicy is "materialise" (defaults always enter the
+	// fingerprint and the request) or "omit" (a value equal to its default
+	// is dropped from the fingerprint).
+	DefaultsPolicy string `toml:"defaults_policy"`
+	// SecretArgs are arguments whose values are secrets: they are sent to
+	// the target but enter the record and fingerprint only keyed-hashed.
+	SecretArgs   []string `toml:"secret_args"`
+	AttachWindow Duration `toml:"attach_window"`
+	Timeout      Duration `toml:"timeout"`
+	InputSchema  string   `toml:"input_schema"`
+	// StatusURL is the lookup endpoint of a recoverable_by_lookup tool, with
+	// an {execution_id} placeholder.
+	StatusURL string `toml:"status_url"`
+}
+
+// CredentialConfig says how a credential reaches the target. The value is
+// read from the environment and never stored.
+type CredentialConfig struct {
+	Header         string `toml:"header"`
+	ValueEnv       string `toml:"value_env"`
+	Prefix         string `toml:"prefix"` // e.g. "Bearer "
+	PerUseApproval bool   `toml:"per_use_approval"`
+}
+
+// UpstreamConfig is an MCP server whose tools the gateway re-exports.
+type UpstreamConfig struct {
+	Name            string   `toml:"name"`
+	Command         []string `toml:"command"`
+	URL             string   `toml:"url"`
+	DefaultContract string   `toml:"default_contract"`
+	// Tools gives written contracts to some of the upstream's tools.
+	Tools map[string]UpstreamToolConfig `toml:"tools"`
+}
+
+// UpstreamToolConfig is the written contract of one upstream tool.
+type UpstreamToolConfig struct {
+	Contract     string   `toml:"contract"`
+	Fingerprint  []string `toml:"fingerprint"`
+	SecretArgs   []string `toml:"secret_args"`
+	AttachWindow Duration `toml:"attach_window"`
+}
+
+// Duration is a time.Duration written as "90s", "1h".
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", b, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Defaults for unset fields.
+const (
+	DefaultListen          = "127.0.0.1:8931"
+	DefaultAttachWindow    = time.Hour
+	DefaultTimeout         = 30 * time.Second
+	DefaultRunIdleTimeout  = 30 * time.Minute
+	DefaultApprovalTimeout = 2 * time.Minute
+	DefaultAttachWait      = 10 * time.Second
+)
+
+// LoadConfig reads and validates a configuration file. Errors name the
+// file and the offending field.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.path = path
+	return cfg, nil
+}
+
+// ParseConfig parses TOML configuration text and validates it.
+func ParseConfig(b []byte) (*Config, error) {
+	var cfg Config
+	dec := toml.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			return nil, fmt.Errorf("unknown field: %s", strict.String())
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("line %d column %d: %s", row, col, de.Error())
+		}
+		return nil, err
+	}
+	if err := cfg.normalise(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+var (
+	toolNameRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	placeholderRE = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
+)
+
+func (c *Config) normalise() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	setDefault(&c.RunIdleTimeout, DefaultRunIdleTimeout)
+	setDefault(&c.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&c.AttachWait, DefaultAttachWait)
+	switch c.SessionGrant {
+	case "":
+		c.SessionGrant = "auto"
+	case "auto", "ask":
+	default:
+		return fmt.Errorf("session_grant: %q is not auto or ask", c.SessionGrant)
+	}
+	if len(c.Actors) == 0 {
+		return errors.New("no [[actor]]: every call must authenticate as a configured actor")
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Actors {
+		if a.Name == "" || a.TokenEnv == "" {
+			return fmt.Errorf("actor %d: name and token_env are required", i+1)
+		}
+		if seen["actor:"+a.Name] {
+			return fmt.Errorf("actor %s: defined twice", a.Name)
+		}
+		seen["actor:"+a.Name] = true
+	}
+	for name, cr := range c.Credentials {
+		if cr.Header == "" || cr.ValueEnv == "" {
+			return fmt.Errorf("credential.%s: header and value_env are required", name)
+		}
+	}
+	for i := range c.Tools {
+		if err := c.normaliseTool(&c.Tools[i], seen); err != nil {
+			return err
+		}
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if u.Name == "" || (len(u.Command) == 0) == (u.URL == "") {
+			return fmt.Errorf("upstream %d: name and exactly one of command or url are required", i+1)
+		}
+		if u.DefaultContract == "" {
+			u.DefaultContract = string(activity.ContractBlockedAfterUnknown)
+		}
+		if _, err := activity.ParseContract(u.DefaultContract); err != nil {
+			return fmt.Errorf("upstream %s: default_contract: %w", u.Name, err)
+		}
+		for tn, t := range u.Tools {
+			if _, err := activity.ParseContract(t.Contract); err != nil {
+				return fmt.Errorf("upstream %s: tools.%s: contract: %w", u.Name, tn, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
+	field := func(f string) string { return fmt.Sprintf("tool %s: %s", t.Name, f) }
+	if !toolNameRE.MatchString(t.Name) {
+		return fmt.Errorf("tool %q: name must be 1-64 letters, digits, '_', '-' or '.'", t.Name)
+	}
+	if seen["tool:"+t.Name] {
+		return fmt.Errorf("tool %s: defined twice", t.Name)
+	}
+	seen["tool:"+t.Name] = true
+	if t.Channel == "" {
+		t.Channel = string(activity.ChannelHTTP)
+	}
+	if t.Channel != string(activity.ChannelHTTP) {
+		return fmt.Errorf("%s: %q is not supported (http; upstream MCP tools come from [[upstream]])", field("channel"), t.Channel)
+	}
+	if t.Method == "" {
+		t.Method = "POST"
+	}
+	t.Method = strings.ToUpper(t.Method)
+	if u, err := url.Parse(placeholderRE.ReplaceAllString(t.URL, "x")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s: %q is not an http(s) URL", field("url"), t.URL)
+	}
+	if t.Contract == "" {
+		t.Contract = string(activity.ContractBlockedAfterUnknown) // no written contract
+	}
+	if _, err := activity.ParseContract(t.Contract); err != nil {
+		return fmt.Errorf("%s: %w", field("contract"), err)
+	}
+	if t.Contract == string(activity.ContractRecoverableByLookup) && !strings.Contains(t.StatusURL, "{execution_id}") {
+		return fmt.Errorf("%s: a recoverable_by_lookup tool needs a status_url with {execution_id}", field("status_url"))
+	}
+	if t.CredentialRef != "" {
+		if _, ok := c.Credentials[t.CredentialRef]; !ok {
+			return fmt.Errorf("%s: no [credential.%s]", field("credential_ref"), t.CredentialRef)
+		}
+	}
+	switch t.DefaultsPolicy {
+	case "":
+		t.DefaultsPolicy = "materialise"
+	case "materialise", "omit":
+	default:
+		return fmt.Errorf("%s: %q is not materialise or omit", field("defaults_policy"), t.DefaultsPolicy)
+	}
+	setDefault(&t.AttachWindow, DefaultAttachWindow)
+	setDefault(&t.Timeout, DefaultTimeout)
+	if t.InputSchema == "" {
+		t.InputSchema = `{"type":"object"}`
+	}
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(t.InputSchema), &schema); err != nil || schema["type"] != "object" {
+		return fmt.Errorf("%s: must be a JSON schema of type object", field("input_schema"))
+	}
+	for _, m := range placeholderRE.FindAllStringSubmatch(t.URL, -1) {
+		if slices.Contains(t.SecretArgs, m[1]) {
+			return fmt.Errorf("%s: secret argument {%s} must not appear in the URL (URLs are logged)", field("url"), m[1])
+		}
+	}
+	return nil
+}
+
+func setDefault(d *Duration, v time.Duration) {
+	if d.Duration <= 0 {
+		d.Duration = v
+	}
+}
+
+// Tool returns the configured tool named name.
+func (c *Config) Tool(name string) (*ToolConfig, bool) {
+	for i := range c.Tools {
+		if c.Tools[i].Name == name {
+			return &c.Tools[i], true
+		}
+	}
+	return nil, false
+}

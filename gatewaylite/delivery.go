@@ -1,0 +1,149 @@
+package gatewaylite
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// deliveries records whether results reached the agent's connection. A
+// result counts as delivered when the response carrying it was written and
+// flushed without error: HTTP cannot tell more (the bytes may still die in
+// a buffer), and the record says only what the transport established.
+// Recording happens off the request path, in a background writer, so it
+// adds no latency to the answer.
+type deliveries struct {
+	g        *Gateway
+	mu       sync.Mutex
+	expected map[string][]activity.ExecutionID // request token → results it should carry
+	events   chan deliveryEvent
+	done     chan struct{}
+}
+
+type deliveryEvent struct {
+	id     activity.ExecutionID
+	to     activity.State
+	reason string
+}
+
+func newDeliveries(g *Gateway) *deliveries {
+	return &deliveries{g: g, expected: map[string][]activity.ExecutionID{}, events: make(chan deliveryEvent, 4096), done: make(chan struct{})}
+}
+
+// expect notes that the response to request token carries id's result.
+func (d *deliveries) expect(token string, id activity.ExecutionID) {
+	if token == "" {
+		return
+	}
+	d.mu.Lock()
+	d.expected[token] = append(d.expected[token], id)
+	d.mu.Unlock()
+}
+
+// finish settles a request once the handler has written its response:
+// results seen in the written bytes are delivered (on any request: a GET
+// replaying a resumable stream delivers too), failed writes are delivery
+// failures, and expected results never written were not delivered.
+func (d *deliveries) finish(token string, w *deliveryWriter) {
+	w.FlushError()
+	d.mu.Lock()
+	expected := d.expected[token]
+	delete(d.expected, token)
+	d.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.written {
+		if !w.failed[id] {
+			d.send(deliveryEvent{id, activity.StateDelivered, "result written to the agent's connection"})
+		}
+	}
+	for id := range w.failed {
+		d.send(deliveryEvent{id, activity.StateDeliveryFailed, "writing the result to the agent failed: " + errText(w.writeErr)})
+	}
+	for _, id := range expected {
+		if !w.written[id] && !w.failed[id] {
+			d.send(deliveryEvent{id, activity.StateNotDelivered, "the agent's connection closed before the result was written"})
+		}
+	}
+}
+
+func (d *deliveries) send(ev deliveryEvent) {
+	select {
+	case d.events <- ev:
+	case <-d.done:
+	}
+}
+
+func (d *deliveries) start() {
+	d.g.bg.Add(1)
+	go func() {
+		defer d.g.bg.Done()
+		for {
+			select {
+			case ev := <-d.events:
+				d.record(d.drain(ev))
+			case <-d.done:
+				for {
+					select {
+					case ev := <-d.events:
+						d.record(d.drain(ev))
+					default:
+						return
+					}
+				}
+			}
+		}
+	}()
+}
+
+// drain collects whatever else is queued so one commit records many.
+func (d *deliveries) drain(first deliveryEvent) []deliveryEvent {
+	evs := []deliveryEvent{first}
+	for len(evs) < 256 {
+		select {
+		case ev := <-d.events:
+			evs = append(evs, ev)
+		default:
+			return evs
+		}
+	}
+	return evs
+}
+
+func (d *deliveries) stop() { close(d.done) }
+
+// record writes delivery transitions. A transition the state machine
+// refuses (already delivered by a retry, say) is skipped, not an error.
+func (d *deliveries) record(evs []deliveryEvent) {
+	_, err := d.g.store.Write(context.Background(), func(w *activity.Writer) error {
+		for _, ev := range evs {
+			e, err := w.Execution(ev.id)
+			if err != nil {
+				continue
+			}
+			if activity.CheckTransition(e.ID, e.Contract, e.State, ev.to) != nil {
+				continue
+			}
+			if _, err := w.Transition(activity.Transition{ExecutionID: ev.id, From: e.State, To: ev.to, Reason: ev.reason}); err != nil {
+				var te *activity.TransitionError
+				if errors.As(err, &te) {
+					continue
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		d.g.log.Error("record deliveries", "error", err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "no error reported"
+	}
+	return err.Error()
+}

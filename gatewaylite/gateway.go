@@ -1,0 +1,199 @@
+// Package gatewaylite is mcpdup's embedded MCP gateway. Every tools/call
+// gets an execution identity (execution id and intent fingerprint), a
+// lifecycle recorded durably in the activity store before each next step,
+// and a truthful answer. A retry of the same intent attaches to the
+// existing execution instead of acting again.
+package gatewaylite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Options configure a Gateway beyond its config file.
+type Options struct {
+	// KeyDir holds the fingerprint key (beside the log signing keys).
+	KeyDir string
+	// Logger receives operational messages; never secrets.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Version is reported to MCP clients.
+	Version string
+}
+
+// Gateway is the MCP front, the dispatchers and the lifecycle recorder.
+type Gateway struct {
+	cfg      *Config
+	store    *activity.Store
+	fp       *Fingerprinter
+	tools    map[string]*toolSpec
+	server   *mcp.Server
+	runs     *runTracker
+	inflight inflight
+	delivery *deliveries
+	auth     *authenticator
+	events   *mcp.MemoryEventStore
+	log      *slog.Logger
+	now      func() time.Time
+	closers  []func() error
+	bg       sync.WaitGroup
+	stop     chan struct{}
+}
+
+// toolSpec is one tool as the gateway dispatches it, from the config or
+// an upstream MCP server.
+type toolSpec struct {
+	name          string
+	channel       activity.Channel
+	contract      activity.Contract
+	target        string
+	method        string
+	credentialRef string
+	args          ArgSpec
+	window        time.Duration
+	timeout       time.Duration
+	http          *httpTarget
+	upstream      *upstreamTool
+	statusURL     string
+}
+
+// New builds a gateway on an open store: it loads the fingerprint key,
+// connects upstream MCP servers, registers tools, and recovers executions
+// a previous run left in flight.
+func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) (*Gateway, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.KeyDir == "" {
+		opts.KeyDir = activity.DefaultKeyDir()
+	}
+	fp, err := LoadFingerprinter(opts.KeyDir)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		cfg: cfg, store: store, fp: fp, tools: map[string]*toolSpec{},
+		log: opts.Logger, now: opts.Now, stop: make(chan struct{}),
+	}
+	if g.auth, err = newAuthenticator(cfg.Actors); err != nil {
+		return nil, err
+	}
+	g.runs = newRunTracker(g)
+	g.delivery = newDeliveries(g)
+	g.events = mcp.NewMemoryEventStore(nil)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "mcpdup-gateway", Version: opts.Version},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+	client := newHTTPClient()
+	for i := range cfg.Tools {
+		t := &cfg.Tools[i]
+		ht, err := newHTTPTarget(t, cfg.Credentials, client)
+		if err != nil {
+			return nil, err
+		}
+		spec := &toolSpec{
+			name: t.Name, channel: activity.ChannelHTTP, contract: activity.Contract(t.Contract),
+			target: ht.target(), method: t.Method, credentialRef: t.CredentialRef,
+			args:   ArgSpec{Fingerprint: t.Fingerprint, Defaults: t.Defaults, OmitDefaults: t.DefaultsPolicy == "omit", SecretArgs: t.SecretArgs},
+			window: t.AttachWindow.Duration, timeout: t.Timeout.Duration, http: ht, statusURL: t.StatusURL,
+		}
+		g.addTool(spec, &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)})
+	}
+	for _, u := range cfg.Upstreams {
+		if err := g.connectUpstream(ctx, u); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	if err := g.recoverInFlight(ctx); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("recover executions left in flight: %w", err)
+	}
+	g.delivery.start()
+	return g, nil
+}
+
+func (g *Gateway) addTool(spec *toolSpec, t *mcp.Tool) {
+	g.tools[spec.name] = spec
+	g.server.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.handleCall(ctx, spec, req)
+	})
+}
+
+// Close stops background work and upstream connections. The store stays
+// open: its owner closes it.
+func (g *Gateway) Close() error {
+	select {
+	case <-g.stop:
+		return nil
+	default:
+		close(g.stop)
+	}
+	g.delivery.stop()
+	g.bg.Wait()
+	var errs []error
+	for _, c := range g.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// Handler returns the HTTP handler serving MCP over Streamable HTTP for
+// both protocol eras, behind bearer-token authentication.
+func (g *Gateway) Handler() http.Handler {
+	getServer := func(*http.Request) *mcp.Server { return g.server }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		EventStore:     g.events,
+		SessionTimeout: g.cfg.RunIdleTimeout.Duration,
+		Logger:         g.log,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true,
+		Logger:    g.log,
+	})
+	return g.front(stateful, stateless)
+}
+
+// inflight lets a retry wait for the goroutine that is dispatching the
+// execution it attached to.
+type inflight struct {
+	mu   sync.Mutex
+	done map[activity.ExecutionID]chan struct{}
+}
+
+func (f *inflight) begin(id activity.ExecutionID) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done == nil {
+		f.done = map[activity.ExecutionID]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	f.done[id] = ch
+	return func() {
+		f.mu.Lock()
+		delete(f.done, id)
+		f.mu.Unlock()
+		close(ch)
+	}
+}
+
+// wait returns a channel closed when id's dispatch ends, or nil when no
+// goroutine of this process is dispatching it.
+func (f *inflight) wait(id activity.ExecutionID) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done[id]
+}

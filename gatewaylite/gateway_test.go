@@ -1,0 +1,272 @@
+package gatewaylite_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+var ctx = context.Background()
+
+var eras = []string{gatewaytest.ProtocolLegacy, gatewaytest.ProtocolStateless}
+
+func TestBothProtocolEras(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			h := newHarness(t, "")
+			cs := h.connect(era, false)
+			var names []string
+			for tool, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, tool.Name)
+			}
+			if len(names) != 5 {
+				t.Fatalf("tools: %v", names)
+			}
+			res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "2.4.1"}, nil)
+			m := execMeta(t, res)
+			if res.IsError || m["state"] != "succeeded" || m["replayed"] != false || !strings.Contains(resultText(res), `"intent_effects":1`) {
+				t.Fatalf("result: error=%v meta=%v text=%s", res.IsError, m, resultText(res))
+			}
+			es := h.executions("deploy_release")
+			if len(es) != 1 || h.target.Total() != 1 {
+				t.Fatalf("%d executions, %d effects", len(es), h.target.Total())
+			}
+			e := h.waitState(es[0].ID, activity.StateDelivered)
+			if e.IdempotencyKey.V != string(e.ID) || e.TargetStatus.V != 201 || !strings.HasPrefix(e.Fingerprint, "hmac-sha256:") {
+				t.Fatalf("execution: %+v", e)
+			}
+			if got := h.path(e.ID); got != "accepted>authorized>dispatched>succeeded>delivered" {
+				t.Fatalf("lifecycle %s", got)
+			}
+			if !strings.Contains(string(e.Arguments), `"region":"us-east-1"`) {
+				t.Fatalf("defaults not materialised in the record: %s", e.Arguments)
+			}
+			calls := h.calls(e.ID)
+			if len(calls) != 1 || !calls[0].JSONRPCID.OK || calls[0].ProtocolVersion.V != era {
+				t.Fatalf("call record: %+v", calls)
+			}
+			wantRun := activity.RunBySession
+			if era == gatewaytest.ProtocolStateless {
+				wantRun = activity.RunByToken
+				if calls[0].SessionID.OK {
+					t.Fatalf("stateless call has a session id: %+v", calls[0])
+				}
+			}
+			if r := h.run(calls[0].RunID); r.IdentifiedBy != wantRun {
+				t.Fatalf("run identified by %s, want %s", r.IdentifiedBy, wantRun)
+			}
+		})
+	}
+}
+
+func TestUnauthenticatedCallsAreRefusedAndRecorded(t *testing.T) {
+	h := newHarness(t, "")
+	body := `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"x","version":"1"}}}`
+	for _, auth := range []string{"", "Bearer wrong-token-0000000000"} {
+		req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", gatewaytest.ProtocolStateless)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	st, _ := h.store.Stats(ctx)
+	if st.Executions != 0 || st.Calls != 2 {
+		t.Fatalf("refused calls must be recorded as calls, never executions: %+v", st)
+	}
+	if h.target.Total() != 0 {
+		t.Fatal("an unauthenticated call reached the target")
+	}
+}
+
+// TestRetryAfterLostResponseAttaches: the target acted, the agent never got
+// the answer (the agent-side proxy dropped it), the agent retries: the
+// retry gets the stored result and the target acts once.
+func TestRetryAfterLostResponseAttaches(t *testing.T) {
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			h := newHarness(t, "")
+			agent := &gatewaytest.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: era, Attempts: 3}
+			defer agent.Close()
+			// Connect (initialize/discover) passes; the first tools/call's
+			// answer is dropped on its way back to the agent.
+			if _, err := gatewaytest.Connect(ctx, h.endpoint(true), agentToken, era); err != nil {
+				t.Fatal(err)
+			}
+			h.agentProxy.Plan = dropFirstCall()
+			res, err := agent.Call(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"service": "billing", "version": "3.0.0"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := execMeta(t, res)
+			if agent.Retries == 0 || m["replayed"] != true || m["state"] == "dispatched" {
+				t.Fatalf("retries=%d meta=%v text=%s", agent.Retries, m, resultText(res))
+			}
+			if h.target.Total() != 1 {
+				t.Fatalf("target acted %d times", h.target.Total())
+			}
+			es := h.executions("deploy_release")
+			if len(es) != 1 {
+				t.Fatalf("%d executions", len(es))
+			}
+			e := h.waitState(es[0].ID, activity.StateDelivered)
+			calls := h.calls(e.ID)
+			if len(calls) < 2 || calls[1].Disposition != activity.DispositionAttached {
+				t.Fatalf("calls: %+v", calls)
+			}
+			if !strings.Contains(h.path(e.ID), "succeeded>") {
+				t.Fatalf("lifecycle %s", h.path(e.ID))
+			}
+		})
+	}
+}
+
+// dropFirstCall drops the response to the first tools/call POST only.
+func dropFirstCall() func(*http.Request, []byte) gatewaytest.Fault {
+	var once sync.Once
+	return func(_ *http.Request, body []byte) gatewaytest.Fault {
+		f := gatewaytest.Pass
+		if gatewaytest.IsToolsCall(body) {
+			once.Do(func() { f = gatewaytest.DropResponse })
+		}
+		return f
+	}
+}
+
+func TestConcurrentIdenticalCallsDispatchOnce(t *testing.T) {
+	h := newHarness(t, "")
+	h.target.Delay = 100e6 // 100ms: the calls overlap
+	const n = 16
+	var wg sync.WaitGroup
+	results := make([]*mcp.CallToolResult, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs, err := gatewaytest.Connect(ctx, h.endpoint(false), agentToken, gatewaytest.ProtocolStateless)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cs.Close()
+			results[i], err = call(t, cs, "deploy_release", map[string]any{"service": "api", "version": "9.9.9"}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if h.target.Total() != 1 {
+		t.Fatalf("%d concurrent identical calls made %d effects", n, h.target.Total())
+	}
+	es := h.executions("deploy_release")
+	if len(es) != 1 {
+		t.Fatalf("%d executions", len(es))
+	}
+	calls := h.calls(es[0].ID)
+	if len(calls) != n {
+		t.Fatalf("%d calls recorded, want %d", len(calls), n)
+	}
+	for i, r := range results {
+		if r == nil {
+			continue
+		}
+		if m := execMeta(t, r); m["id"] != string(es[0].ID) || r.IsError {
+			t.Errorf("call %d: %v %s", i, m, resultText(r))
+		}
+	}
+}
+
+func TestDifferentArgumentsAreDifferentIntents(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "1"}, nil)
+	mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "2"}, nil)
+	// Same effect, spelled differently: default made explicit, key order.
+	res := mustCall(t, cs, "deploy_release", map[string]any{"version": "1", "region": "us-east-1", "service": "a"}, nil)
+	if execMeta(t, res)["replayed"] != true {
+		t.Fatalf("explicit default must match the materialised one: %v", execMeta(t, res))
+	}
+	if h.target.Total() != 2 || len(h.executions("deploy_release")) != 2 {
+		t.Fatalf("%d effects, %d executions", h.target.Total(), len(h.executions("deploy_release")))
+	}
+	// A deliberate repeat names a new intent scope.
+	res = mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "1"}, mcp.Meta{gatewaylite.MetaIntentScope: "rollout-2"})
+	if execMeta(t, res)["replayed"] != false || h.target.Total() != 3 {
+		t.Fatalf("explicit intent scope did not create a new execution: %v", execMeta(t, res))
+	}
+}
+
+func TestReadOnlyRepeatsAreNotDeduplicated(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	for range 3 {
+		res := mustCall(t, cs, "get_status", map[string]any{"service": "billing"}, nil)
+		if res.IsError || execMeta(t, res)["replayed"] != false {
+			t.Fatalf("read: %v", execMeta(t, res))
+		}
+	}
+	if n := len(h.executions("get_status")); n != 3 {
+		t.Fatalf("%d read executions, want 3", n)
+	}
+}
+
+func TestVaultLockRefusesAndRetryGetsSameRefusal(t *testing.T) {
+	h := newHarness(t, "")
+	if _, err := h.store.Write(ctx, func(w *activity.Writer) error { return w.SetVault(true, "alice", "incident 4711") }); err != nil {
+		t.Fatal(err)
+	}
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	args := map[string]any{"service": "billing", "version": "5"}
+	res := mustCall(t, cs, "deploy_release", args, nil)
+	if !res.IsError || !strings.Contains(resultText(res), "vault locked") {
+		t.Fatalf("locked vault: %s", resultText(res))
+	}
+	res = mustCall(t, cs, "deploy_release", args, nil)
+	if m := execMeta(t, res); m["replayed"] != true || m["state"] != "rejected" {
+		t.Fatalf("retry after refusal: %v", m)
+	}
+	if h.target.Total() != 0 || len(h.executions("deploy_release")) != 1 {
+		t.Fatal("a locked vault let a call through, or the retry opened a new execution")
+	}
+}
+
+func (h *harness) calls(id activity.ExecutionID) []activity.Call {
+	h.t.Helper()
+	cs, err := h.store.CallsOf(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cs
+}
+
+func (h *harness) run(id activity.RunID) activity.Run {
+	h.t.Helper()
+	r, err := h.store.Run(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}

@@ -1,0 +1,216 @@
+package gatewaylite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Outcome is what a dispatch observed.
+type Outcome struct {
+	// State is succeeded, failed, unknown or failed_before_dispatch.
+	State activity.State
+	// Status is the HTTP status, when one arrived.
+	Status activity.Opt[int]
+	// ExitCode is a remote command's exit code (SSH).
+	ExitCode activity.Opt[int]
+	// Result is what the agent gets back: stored behind a result reference.
+	Result json.RawMessage
+	// Reason explains failures and unknowns in one sentence.
+	Reason string
+}
+
+// maxResultBytes bounds how much of a target's response is kept.
+const maxResultBytes = 1 << 20
+
+// httpTarget dispatches one configured HTTP tool.
+type httpTarget struct {
+	tool       *ToolConfig
+	credHeader string
+	credValue  string // read from the environment at start; never stored
+	client     *http.Client
+}
+
+func newHTTPTarget(t *ToolConfig, creds map[string]CredentialConfig, client *http.Client) (*httpTarget, error) {
+	ht := &httpTarget{tool: t, client: client}
+	if t.CredentialRef != "" {
+		c := creds[t.CredentialRef]
+		v, ok := os.LookupEnv(c.ValueEnv)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("tool %s: credential %s: environment variable %s is not set", t.Name, t.CredentialRef, c.ValueEnv)
+		}
+		ht.credHeader, ht.credValue = c.Header, c.Prefix+v
+	}
+	return ht, nil
+}
+
+// target is the host and path template an execution is recorded against:
+// no query values, no credentials.
+func (h *httpTarget) target() string {
+	u, err := url.Parse(placeholderRE.ReplaceAllString(h.tool.URL, "{$1}"))
+	if err != nil {
+		return h.tool.URL
+	}
+	return u.Host + u.Path
+}
+
+// expandURL fills {arg} placeholders with path-escaped argument values.
+func expandURL(tmpl string, args map[string]any) (string, error) {
+	var missing []string
+	out := placeholderRE.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := m[1 : len(m)-1]
+		v, ok := args[name]
+		if !ok {
+			missing = append(missing, name)
+			return m
+		}
+		return url.PathEscape(fmt.Sprint(v))
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("url needs argument(s) %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// dispatch sends the request once, with Idempotency-Key set to the
+// execution id, and classifies the result. The caller has already made
+// "dispatched" durable.
+func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args map[string]any) Outcome {
+	target, err := expandURL(h.tool.URL, args)
+	if err != nil {
+		return Outcome{State: activity.StateFailedBefore, Reason: err.Error()}
+	}
+	var body io.Reader
+	if h.tool.Method != http.MethodGet && h.tool.Method != http.MethodDelete {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return Outcome{State: activity.StateFailedBefore, Reason: "encode arguments: " + err.Error()}
+		}
+		body = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.tool.Timeout.Duration)
+	defer cancel()
+
+	// A byte may leave as soon as a connection is in hand; from then on a
+	// failure is an unknown outcome, not a safe one.
+	var connected atomic.Bool
+	var conns atomic.Int32
+	trace := &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true); conns.Add(1) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), h.tool.Method, target, body)
+	if err != nil {
+		return Outcome{State: activity.StateFailedBefore, Reason: "build request: " + err.Error()}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Idempotency-Key", string(id))
+	req.Header.Set("User-Agent", "mcpdup-gateway")
+	if h.credHeader != "" {
+		req.Header.Set(h.credHeader, h.credValue)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		if !connected.Load() {
+			return Outcome{State: activity.StateFailedBefore, Reason: "no connection to the target, nothing was sent: " + scrub(err)}
+		}
+		return Outcome{State: activity.StateUnknown, Reason: "the request may have reached the target, but no response came back: " + scrub(err)}
+	}
+	defer resp.Body.Close()
+	data, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes))
+	out := Outcome{Status: activity.Some(resp.StatusCode)}
+	if n := conns.Load(); n > 1 {
+		out.Reason = fmt.Sprintf("the HTTP client resent on %d connections with the same Idempotency-Key; ", n)
+	}
+	out.State, out.Reason = classifyStatus(resp, data, out.Reason)
+	if readErr != nil {
+		out.Reason += "response body cut short: " + scrub(readErr)
+	}
+	out.Result = httpResult(resp, data)
+	return out
+}
+
+// classifyStatus maps a target's answer to an outcome. 502 and 504 come
+// from an intermediary that lost the upstream answer, and 409 with an
+// idempotency complaint means the original is still being processed: in
+// all three the action may or may not have happened.
+func classifyStatus(resp *http.Response, body []byte, prefix string) (activity.State, string) {
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		if resp.Header.Get("Idempotent-Replayed") == "true" {
+			return activity.StateSucceeded, prefix + "the target replayed its stored answer for this Idempotency-Key"
+		}
+		return activity.StateSucceeded, strings.TrimSuffix(prefix, "; ")
+	case code == http.StatusConflict && bytes.Contains(bytes.ToLower(body), []byte("idempotency")):
+		return activity.StateUnknown, prefix + "the target reports this Idempotency-Key is still being processed (409)"
+	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+		return activity.StateUnknown, fmt.Sprintf("%san intermediary answered %d: the target may have acted", prefix, code)
+	}
+	return activity.StateFailed, fmt.Sprintf("%sthe target answered %d", prefix, code)
+}
+
+// httpResult renders the target's answer as an MCP tool result.
+func httpResult(resp *http.Response, body []byte) json.RawMessage {
+	res := map[string]any{
+		"content": []map[string]any{{"type": "text", "text": string(body)}},
+	}
+	var structured any
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") && json.Unmarshal(body, &structured) == nil {
+		if _, ok := structured.(map[string]any); ok {
+			res["structuredContent"] = structured
+		}
+	}
+	if resp.StatusCode >= 400 {
+		res["isError"] = true
+	}
+	b, _ := json.Marshal(res)
+	return b
+}
+
+// scrub removes anything credential-like from transport errors before they
+// are recorded (Go's errors quote the URL, which never carries secrets
+// here, but be certain).
+func scrub(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + " " + redactURL(ue.URL) + ": " + ue.Err.Error()
+	}
+	return err.Error()
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(url)"
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
+}
+
+// newHTTPClient returns the client dispatches use. Redirects are not
+// followed: a redirected POST is a second request the record would not
+// show.
+func newHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	tr.ResponseHeaderTimeout = 0
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       0, // per-tool timeouts come from the context
+	}
+}
+

@@ -1,0 +1,59 @@
+package gatewaylite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// lookup asks a recoverable_by_lookup tool's status endpoint what became
+// of an execution whose outcome is unknown, and records what it learned
+// and how. 200: the target acted, and its answer becomes the result. 404:
+// the target has no record, so it never acted. Anything else leaves the
+// outcome unknown.
+func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Execution) activity.Execution {
+	if exec.State != activity.StateUnknown || spec.http == nil || spec.statusURL == "" {
+		return exec
+	}
+	out := spec.http.lookup(ctx, spec.statusURL, exec.ID)
+	if out.State == activity.StateUnknown {
+		g.log.Info("status lookup inconclusive", "execution", exec.ID, "reason", out.Reason)
+		return exec
+	}
+	return g.recordOutcome(ctx, exec, out, "recovered by status lookup: ")
+}
+
+func (h *httpTarget) lookup(ctx context.Context, tmpl string, id activity.ExecutionID) Outcome {
+	target := strings.ReplaceAll(tmpl, "{execution_id}", url.PathEscape(string(id)))
+	ctx, cancel := context.WithTimeout(ctx, h.tool.Timeout.Duration)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return Outcome{State: activity.StateUnknown, Reason: "build status request: " + err.Error()}
+	}
+	req.Header.Set("User-Agent", "mcpdup-gateway")
+	if h.credHeader != "" {
+		req.Header.Set(h.credHeader, h.credValue)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return Outcome{State: activity.StateUnknown, Reason: "status endpoint unreachable: " + scrub(err)}
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return Outcome{State: activity.StateSucceeded, Status: activity.Some(resp.StatusCode), Result: httpResult(resp, data),
+			Reason: "the status endpoint reports the action took effect"}
+	case resp.StatusCode == http.StatusNotFound:
+		return Outcome{State: activity.StateFailed, Status: activity.Some(resp.StatusCode),
+			Result: textJSON(true, fmt.Sprintf("Execution %s never reached the target (its status endpoint has no record of it). Nothing happened; calling again will act.", id)),
+			Reason: "the status endpoint has no record: the target never acted"}
+	}
+	return Outcome{State: activity.StateUnknown, Reason: fmt.Sprintf("status endpoint answered %d", resp.StatusCode)}
+}

@@ -1,0 +1,123 @@
+package gatewaylite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// executionMeta is the _meta every result carries, so an agent (and a
+// person reading its transcript) can tell a fresh result from a replayed
+// one and see what actually happened.
+type executionMeta struct {
+	ID         activity.ExecutionID `json:"id"`
+	State      activity.State       `json:"state"`
+	Replayed   bool                 `json:"replayed"`
+	RetrySafe  bool                 `json:"retry_safe"`
+	Contract   activity.Contract    `json:"contract"`
+	AcceptedAt string               `json:"accepted_at,omitempty"`
+	Dispatched string               `json:"dispatched_at,omitempty"`
+	ObservedAt string               `json:"observed_at,omitempty"`
+	Status     *int                 `json:"target_status,omitempty"`
+	Recovery   Recovery             `json:"recovery,omitempty"`
+}
+
+// respond builds the truthful answer for an execution as it now is. It
+// never fabricates a failure: an agent that sees a failure tries again.
+func (g *Gateway) respond(e activity.Execution, rec Recovery, replayed bool) answer {
+	var res *mcp.CallToolResult
+	retrySafe := false
+	switch e.State {
+	case activity.StateSucceeded, activity.StateFailed, activity.StateDelivered,
+		activity.StateDeliveryFailed, activity.StateNotDelivered:
+		res = g.storedResult(e)
+		if replayed {
+			prependText(res, fmt.Sprintf("Previous execution %s completed (%s); its result was not delivered then. Here it is; the action was not repeated.", e.ID, observedText(e)))
+		}
+	case activity.StateDispatched, activity.StateAccepted, activity.StateAuthorized:
+		res = textResult(false, "Execution %s is in progress (dispatched %s). Do not retry: call again later with the same arguments to receive its result.", e.ID, timeText(e.Times.Dispatched))
+	case activity.StateUnknown:
+		res = textResult(false, "Execution %s was sent to the target but its outcome is unknown (%s). Do not retry: the gateway is resolving it; call again later with the same arguments.", e.ID, e.Error)
+	case activity.StatePendingVerification:
+		res = textResult(false, "Execution %s is awaiting verification: it was sent to the target at %s and the outcome is unknown. It will not be sent again until an operator verifies it. Do not retry.", e.ID, timeText(e.Times.Dispatched))
+	case activity.StateVerified:
+		res = textResult(false, "Execution %s was verified by an operator: the action took effect at the target. It was not repeated.", e.ID)
+	case activity.StateRejected:
+		res = textResult(true, "Execution %s was refused: %s. The same refusal applies to this retry.", e.ID, e.Error)
+	case activity.StateFailedBefore:
+		retrySafe = true
+		res = textResult(true, "Execution %s failed before anything was sent to the target (%s). It is safe to retry.", e.ID, e.Error)
+	case activity.StateRejectedByOperator:
+		retrySafe = true
+		res = textResult(true, "Execution %s did not take effect (an operator confirmed it). It is safe to call again.", e.ID)
+	default:
+		res = textResult(true, "Execution %s is in state %s.", e.ID, e.State)
+	}
+	m := executionMeta{ID: e.ID, State: e.State, Replayed: replayed, RetrySafe: retrySafe, Contract: e.Contract,
+		AcceptedAt: timeText(e.Times.Accepted), Dispatched: timeText(e.Times.Dispatched), ObservedAt: timeText(e.Times.Observed)}
+	if e.TargetStatus.OK {
+		m.Status = &e.TargetStatus.V
+	}
+	if replayed {
+		m.Recovery = rec
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta[MetaExecutionID] = string(e.ID)
+	res.Meta[MetaExecution] = m
+	return answer{result: res, state: string(e.State)}
+}
+
+// storedResult loads the result the target gave, kept behind its
+// reference.
+func (g *Gateway) storedResult(e activity.Execution) *mcp.CallToolResult {
+	if e.ResultRef == "" {
+		return textResult(e.State == activity.StateFailed, "Execution %s ended %s with no result body.", e.ID, e.State)
+	}
+	b, err := g.store.Result(context.Background(), e.ResultRef)
+	if err != nil {
+		return textResult(false, "Execution %s ended %s, but its stored result could not be read (%v). It was not repeated.", e.ID, e.State, err)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return textResult(false, "Execution %s ended %s; stored result: %s", e.ID, e.State, b)
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	return &res
+}
+
+func textResult(isError bool, format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: isError, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+func prependText(res *mcp.CallToolResult, text string) {
+	res.Content = append([]mcp.Content{&mcp.TextContent{Text: text}}, res.Content...)
+}
+
+func observedText(e activity.Execution) string {
+	if e.TargetStatus.OK {
+		return fmt.Sprintf("target answered %d at %s", e.TargetStatus.V, timeText(e.Times.Observed))
+	}
+	return "at " + timeText(e.Times.Observed)
+}
+
+func timeText(o activity.Opt[time.Time]) string {
+	if !o.OK {
+		return ""
+	}
+	return o.V.UTC().Format(time.RFC3339Nano)
+}
+
+// textJSON renders a one-text-item tool result as stored JSON.
+func textJSON(isError bool, text string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}}, "isError": isError})
+	return b
+}

@@ -1,0 +1,96 @@
+package gatewaylite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// upstreamTool dispatches to one tool of an upstream MCP server.
+type upstreamTool struct {
+	session *mcp.ClientSession
+	name    string
+}
+
+// connectUpstream connects an upstream MCP server (a command over stdio or
+// a Streamable HTTP URL) and re-exports its tools. A tool without a written
+// contract gets the upstream's default (blocked_after_unknown unless
+// configured); MCP annotations never override a written contract, and seed
+// only read_only for tools that declare readOnlyHint when no contract is
+// written and the upstream default is not stricter by configuration.
+func (g *Gateway) connectUpstream(ctx context.Context, u UpstreamConfig) error {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpdup-gateway", Version: "1"}, nil)
+	var transport mcp.Transport
+	target := u.URL
+	if len(u.Command) > 0 {
+		transport = &mcp.CommandTransport{Command: exec.Command(u.Command[0], u.Command[1:]...)}
+		target = "stdio:" + u.Name
+	} else {
+		transport = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
+	}
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return fmt.Errorf("upstream %s: connect: %w", u.Name, err)
+	}
+	g.closers = append(g.closers, cs.Close)
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("upstream %s: list tools: %w", u.Name, err)
+		}
+		if _, clash := g.tools[tool.Name]; clash {
+			return fmt.Errorf("upstream %s: tool %s is already defined", u.Name, tool.Name)
+		}
+		contract, written := activity.Contract(u.DefaultContract), u.Tools[tool.Name]
+		spec := &toolSpec{
+			name: tool.Name, channel: activity.ChannelMCP, target: target, method: "tools/call",
+			window: DefaultAttachWindow, timeout: DefaultTimeout,
+			upstream: &upstreamTool{session: cs, name: tool.Name},
+		}
+		switch {
+		case written.Contract != "":
+			contract = activity.Contract(written.Contract)
+			spec.args = ArgSpec{Fingerprint: written.Fingerprint, SecretArgs: written.SecretArgs}
+			if written.AttachWindow.Duration > 0 {
+				spec.window = written.AttachWindow.Duration
+			}
+		case tool.Annotations != nil && tool.Annotations.ReadOnlyHint && u.DefaultContract == string(activity.ContractBlockedAfterUnknown):
+			// A hint may seed a default, never weaken a written contract.
+			contract = activity.ContractReadOnly
+		}
+		spec.contract = contract
+		schema, err := json.Marshal(tool.InputSchema)
+		if err != nil || string(schema) == "null" {
+			schema = []byte(`{"type":"object"}`)
+		}
+		g.addTool(spec, &mcp.Tool{Name: tool.Name, Description: tool.Description, InputSchema: json.RawMessage(schema), Annotations: tool.Annotations})
+	}
+	return nil
+}
+
+// dispatch calls the upstream tool. The MCP session cannot tell whether a
+// failed call reached the server, so every transport error after the call
+// began is an unknown outcome.
+func (u *upstreamTool) dispatch(ctx context.Context, id activity.ExecutionID, args map[string]any, timeout time.Duration) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := u.session.CallTool(ctx, &mcp.CallToolParams{Name: u.name, Arguments: args,
+		Meta: mcp.Meta{MetaExecutionID: string(id)}})
+	if err != nil {
+		return Outcome{State: activity.StateUnknown, Reason: "the upstream call may have run, but no result came back: " + err.Error()}
+	}
+	res.Meta = nil
+	b, err := json.Marshal(res)
+	if err != nil {
+		return Outcome{State: activity.StateUnknown, Reason: "upstream result unreadable: " + err.Error()}
+	}
+	if res.IsError {
+		return Outcome{State: activity.StateFailed, Result: b, Reason: "the upstream tool reported an error"}
+	}
+	return Outcome{State: activity.StateSucceeded, Result: b}
+}
