@@ -352,4 +352,3 @@ func outcomeState(s activity.State) bool {
 func errorResult(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
-

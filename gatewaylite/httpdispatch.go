@@ -213,4 +213,3 @@ func newHTTPClient() *http.Client {
 		Timeout:       0, // per-tool timeouts come from the context
 	}
 }
-
