@@ -160,6 +160,25 @@ type Action struct {
 	IntentScope   string          `json:"intent_scope"`
 }
 
+// Outcome is the observed result of an execution at its target.
+type Outcome string
+
+const (
+	OutcomeSuccess Outcome = "success" // the target acted (succeeded, or verified by an operator)
+	OutcomeFailure Outcome = "failure" // the target answered that it did not
+)
+
+// outcomeOf returns the outcome a transition into s establishes.
+func outcomeOf(s State) (Outcome, bool) {
+	switch s {
+	case StateSucceeded, StateVerified:
+		return OutcomeSuccess, true
+	case StateFailed, StateRejectedByOperator:
+		return OutcomeFailure, true
+	}
+	return "", false
+}
+
 // Fact names a lifecycle fact a source may be unable to show.
 type Fact string
 
@@ -191,6 +210,9 @@ type Execution struct {
 	ExitCode     Opt[int] `json:"exit_code,omitzero"`     // SSH exit code
 	ResultRef    string   `json:"result_ref,omitempty"`
 	Error        string   `json:"error,omitempty"` // last failure or rejection reason
+	// Outcome is what the target's answer said, kept after delivery moves
+	// the state on: "success", "failure", or empty while unknown.
+	Outcome Outcome `json:"outcome,omitempty"`
 	// Times, one per transition that happened and was recorded.
 	Times Times `json:"times"`
 	// NotRecorded lists facts the source cannot show, so analysis says

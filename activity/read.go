@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
-	not_recorded, source_id, source_line FROM executions`
+	not_recorded, source_id, source_line, outcome FROM executions`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -26,12 +26,12 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		args, notRecorded                              string
 		fp, fpKey, runID, byCall, idemKey, resRef, msg sql.NullString
 		status, exit, srcLine                          sql.NullInt64
-		srcID                                          sql.NullString
+		srcID, outcome                                 sql.NullString
 		times                                          [7]sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
-		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine)
+		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
@@ -57,6 +57,7 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		}
 	}
 	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64}
+	e.Outcome = Outcome(outcome.String)
 	return e, nil
 }
 

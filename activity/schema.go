@@ -181,6 +181,13 @@ CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, 
 	WHERE source_id IS NULL AND fingerprint IS NOT NULL
 	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
 `,
+
+	// 3: the observed outcome, kept once delivery moves the state on.
+	`
+ALTER TABLE executions ADD COLUMN outcome TEXT;
+UPDATE executions SET outcome = 'success' WHERE state IN ('succeeded', 'verified');
+UPDATE executions SET outcome = 'failure' WHERE state IN ('failed', 'rejected_by_operator');
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -458,14 +458,19 @@ func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
 	if t.ResultRef != "" {
 		e.ResultRef = t.ResultRef
 	}
-	if t.Reason != "" {
+	if t.Reason != "" && errorState(t.To) {
 		e.Error = t.Reason
 	}
+	if o, ok := outcomeOf(t.To); ok {
+		e.Outcome = o
+	} else if t.To == StateDispatched {
+		e.Outcome = "" // a resend: the earlier unknown is superseded
+	}
 	err = w.exec(`UPDATE executions SET state=?, authorized_at=?, rejected_at=?, dispatched_at=?, observed_at=?, delivered_at=?, resolved_at=?,
-		target_status=?, exit_code=?, result_ref=?, error=?, updated_seq=? WHERE id=?`,
+		target_status=?, exit_code=?, result_ref=?, error=?, outcome=?, updated_seq=? WHERE id=?`,
 		string(e.State), nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
 		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
-		nullString(e.ResultRef), nullString(e.Error), rec.Seq, string(e.ID))
+		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)), rec.Seq, string(e.ID))
 	return e, err
 }
 
@@ -604,6 +609,16 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// errorState reports whether a transition's reason explains a failure or
+// an uncertainty, and so becomes the execution's error.
+func errorState(s State) bool {
+	switch s {
+	case StateRejected, StateFailedBefore, StateFailed, StateUnknown, StateDeliveryFailed, StateNotDelivered, StatePendingVerification:
+		return true
+	}
+	return false
 }
 
 func joinFacts(fs []Fact) string {

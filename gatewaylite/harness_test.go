@@ -246,3 +246,7 @@ func (h *harness) path(id activity.ExecutionID) string {
 	}
 	return strings.Join(p, ">")
 }
+
+func callParams(tool string, args map[string]any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}

@@ -87,6 +87,9 @@ func Decide(prior *activity.Execution, contract activity.Contract, now time.Time
 	case activity.StateSucceeded, activity.StateFailed, activity.StateDeliveryFailed, activity.StateNotDelivered:
 		return RecoveryStoredResult, fmt.Sprintf("retry of %s, which completed: stored result returned", prior.ID)
 	case activity.StateDelivered:
+		if prior.Outcome == activity.OutcomeFailure {
+			return RecoveryNew, fmt.Sprintf("new attempt after %s, whose failure (%s) was delivered", prior.ID, prior.Error)
+		}
 		// HTTP cannot prove the agent read the answer (a proxy or a kernel
 		// buffer may have swallowed it), so inside the window a repeat is
 		// answered from the first execution. A deliberate repeat names a

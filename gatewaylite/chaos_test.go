@@ -1,0 +1,186 @@
+package gatewaylite_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+var chaosCalls = flag.Int("chaos.calls", 1000, "tool calls in the chaos run (try 10000)")
+
+// chaosTools are the side-effecting tools the chaos run calls, one per
+// non-read-only contract.
+var chaosTools = []string{"deploy_release", "charge_card", "open_ticket"}
+
+const chaosConfig = `
+attach_wait = "5s"
+[[actor]]
+name = "agent:chaos"
+token_env = "TEST_AGENT_TOKEN"
+[[tool]]
+name = "deploy_release"
+url = "%[1]s/v1/releases"
+contract = "repeatable_with_key"
+timeout = "5s"
+[[tool]]
+name = "charge_card"
+url = "%[1]s/v1/charges"
+contract = "blocked_after_unknown"
+timeout = "5s"
+[[tool]]
+name = "open_ticket"
+url = "%[1]s/v1/tickets"
+contract = "recoverable_by_lookup"
+status_url = "%[2]s/v1/status/{execution_id}"
+timeout = "5s"
+`
+
+type chaosResult struct {
+	calls, gaveUp, pending, retries int64
+	effects, duplicates             int
+	targetFaults, agentFaults       int64
+	elapsed                         time.Duration
+}
+
+// TestChaos runs the same faulty workload, with a naive retry layer,
+// through the gateway and through a plain pass-through MCP proxy, and
+// compares the target's own effect counts.
+func TestChaos(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	n := *chaosCalls
+	gw := runChaos(t, n, true)
+	pt := runChaos(t, n, false)
+	report := fmt.Sprintf("chaos run, %d calls, naive retry layer, %d%%+%d%% target faults, %d%% agent-side faults:\n"+
+		"  gateway:      %5d effects, %3d duplicate effects, %4d retries, %3d pending verification, %3d gave up (%v)\n"+
+		"  pass-through: %5d effects, %3d duplicate effects, %4d retries, %3d gave up (%v)",
+		n, 10, 10, 10, gw.effects, gw.duplicates, gw.retries, gw.pending, gw.gaveUp, gw.elapsed.Round(time.Millisecond),
+		pt.effects, pt.duplicates, pt.retries, pt.gaveUp, pt.elapsed.Round(time.Millisecond))
+	t.Log(report)
+	fmt.Println(report)
+	if gw.duplicates != 0 {
+		t.Errorf("the gateway let %d duplicate effects through", gw.duplicates)
+	}
+	if pt.duplicates == 0 {
+		t.Errorf("the pass-through run shows no duplicates: the faults are not biting, the comparison proves nothing")
+	}
+	if gw.targetFaults == 0 || gw.agentFaults == 0 {
+		t.Errorf("no faults injected: %+v", gw)
+	}
+}
+
+func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	rng := rand.New(rand.NewPCG(7, 11))
+	var rngMu sync.Mutex
+	roll := func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() }
+	targetProxy := gatewaytest.NewFaultProxy(target.URL)
+	defer targetProxy.Close()
+	targetProxy.Plan = func(_ *http.Request, _ []byte) gatewaytest.Fault {
+		switch r := roll(); {
+		case r < 0.10:
+			return gatewaytest.DropRequest
+		case r < 0.20:
+			return gatewaytest.DropResponse
+		}
+		return gatewaytest.Pass
+	}
+
+	var front string
+	if viaGateway {
+		dir := t.TempDir()
+		cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(chaosConfig, targetProxy.URL, target.URL)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := activity.Open(ctx, filepath.Join(dir, "chaos.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: filepath.Join(dir, "keys"), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close()
+		srv := httptest.NewServer(gw.Handler())
+		defer srv.Close()
+		front = srv.URL
+	} else {
+		pt := gatewaytest.NewPassThrough(map[string]string{
+			"deploy_release": targetProxy.URL + "/v1/releases",
+			"charge_card":    targetProxy.URL + "/v1/charges",
+			"open_ticket":    targetProxy.URL + "/v1/tickets",
+		})
+		defer pt.Close()
+		front = pt.URL
+	}
+	agentProxy := gatewaytest.NewFaultProxy(front)
+	defer agentProxy.Close()
+	agentProxy.Plan = func(_ *http.Request, body []byte) gatewaytest.Fault {
+		if gatewaytest.IsToolsCall(body) && roll() < 0.10 {
+			return gatewaytest.DropResponse
+		}
+		return gatewaytest.Pass
+	}
+
+	var res chaosResult
+	start := time.Now()
+	const workers = 8
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			protocol := gatewaytest.ProtocolStateless
+			if w%2 == 1 {
+				protocol = gatewaytest.ProtocolLegacy
+			}
+			agent := &gatewaytest.NaiveAgent{Endpoint: agentProxy.URL + "/mcp", Token: agentToken, Protocol: protocol, Attempts: 6}
+			defer agent.Close()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					break
+				}
+				tool := chaosTools[i%int64(len(chaosTools))]
+				c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				out, err := agent.Call(c, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"n": i, "service": fmt.Sprintf("svc-%d", i)}})
+				cancel()
+				atomic.AddInt64(&res.calls, 1)
+				switch {
+				case err != nil:
+					atomic.AddInt64(&res.gaveUp, 1)
+				case out.Meta[gatewaylite.MetaExecution] != nil && out.Meta[gatewaylite.MetaExecution].(map[string]any)["state"] == "pending_verification":
+					atomic.AddInt64(&res.pending, 1)
+				}
+			}
+			atomic.AddInt64(&res.retries, int64(agent.Retries))
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.effects, res.duplicates = int(target.Total()), target.Duplicates()
+	res.targetFaults = targetProxy.Count(gatewaytest.DropRequest) + targetProxy.Count(gatewaytest.DropResponse)
+	res.agentFaults = agentProxy.Count(gatewaytest.DropResponse)
+	if viaGateway && res.duplicates > 0 {
+		t.Logf("duplicated intents: %v", target.DuplicatedIntents())
+	}
+	return res
+}

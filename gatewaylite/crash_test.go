@@ -1,0 +1,180 @@
+package gatewaylite_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+// gatewayProcess is a gateway running in its own process (this test
+// binary re-executed), so a test can SIGKILL it mid-flight.
+type gatewayProcess struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func startGatewayProcess(t *testing.T, config, db, keys, addr string) *gatewayProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGatewayProcess$")
+	cmd.Env = append(os.Environ(), "MCPDUP_TEST_GW_CONFIG="+config, "MCPDUP_TEST_GW_DB="+db,
+		"MCPDUP_TEST_GW_KEYS="+keys, "MCPDUP_TEST_GW_ADDR="+addr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &gatewayProcess{cmd: cmd, addr: addr}
+	t.Cleanup(func() { p.kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway process did not start listening")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *gatewayProcess) kill() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+	}
+}
+
+// TestHelperGatewayProcess is the gateway process the crash tests kill.
+func TestHelperGatewayProcess(t *testing.T) {
+	cfgText := os.Getenv("MCPDUP_TEST_GW_CONFIG")
+	if cfgText == "" {
+		t.Skip("run by the crash tests")
+	}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "helper gateway:", err)
+		os.Exit(3)
+	}
+	cfg, err := gatewaylite.ParseConfig([]byte(cfgText))
+	if err != nil {
+		fail(err)
+	}
+	store, err := activity.Open(context.Background(), os.Getenv("MCPDUP_TEST_GW_DB"), activity.Options{KeyDir: os.Getenv("MCPDUP_TEST_GW_KEYS")})
+	if err != nil {
+		fail(err)
+	}
+	gw, err := gatewaylite.New(context.Background(), cfg, store, gatewaylite.Options{KeyDir: os.Getenv("MCPDUP_TEST_GW_KEYS")})
+	if err != nil {
+		fail(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", gw.Handler())
+	fail(http.ListenAndServe(os.Getenv("MCPDUP_TEST_GW_ADDR"), mux))
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestGatewayKilledMidFlight kills the gateway with SIGKILL while the
+// target is acting, restarts it on the same database, and retries: the
+// execution comes back unknown, the contract decides, and the target has
+// acted once.
+func TestGatewayKilledMidFlight(t *testing.T) {
+	if os.Getenv("MCPDUP_TEST_GW_CONFIG") != "" {
+		t.Skip("helper process")
+	}
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
+	config := testConfig(target.URL, target.URL, "")
+
+	cases := []struct {
+		tool      string
+		args      map[string]any
+		restarted activity.State // state after recovery
+		retried   string         // state the retry reports
+	}{
+		{"deploy_release", map[string]any{"service": "billing", "version": "11"}, activity.StateUnknown, "succeeded"},
+		{"charge_card", map[string]any{"amount_cents": 500, "card_token": secretValue}, activity.StatePendingVerification, "pending_verification"},
+	}
+	for _, c := range cases {
+		t.Run(c.tool, func(t *testing.T) {
+			addr := freeAddr(t)
+			endpoint := "http://" + addr + "/mcp"
+			gw := startGatewayProcess(t, config, db, keys, addr)
+			hold := make(chan struct{})
+			target.Hold = hold
+			before := target.Total()
+
+			cs, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolStateless)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				_, err := call(t, cs, c.tool, c.args, nil)
+				errc <- err
+			}()
+			waitFor(t, func() bool { return target.Total() == before+1 }, "the target to receive the request")
+			gw.kill()
+			if err := <-errc; err == nil {
+				t.Fatal("the call survived the gateway's death")
+			}
+			target.Hold = nil
+			close(hold) // the target finishes acting; nobody hears the answer
+
+			startGatewayProcess(t, config, db, keys, addr)
+			store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			es, err := store.Executions(ctx, activity.ExecutionFilter{Tool: c.tool})
+			if err != nil || len(es) != 1 || es[0].State != c.restarted {
+				t.Fatalf("after restart: %+v %v", es, err)
+			}
+			cs2, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolLegacy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs2.Close()
+			res := mustCall(t, cs2, c.tool, c.args, nil)
+			if m := execMeta(t, res); m["replayed"] != true || m["state"] != c.retried || m["id"] != string(es[0].ID) {
+				t.Fatalf("retry after restart: %v %s", m, resultText(res))
+			}
+			if got := target.Total() - before; got != 1 {
+				t.Fatalf("the target acted %d times", got)
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,155 @@
+package gatewaylite_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+// The fault-injection suite: each case cuts a real loopback connection at
+// one point of the exchange and checks the state the execution ends in,
+// the answer the agent gets, the answer its retry gets, and that the
+// target acted at most once.
+
+func TestFaultConnectionRefusedBeforeSend(t *testing.T) {
+	h := newHarness(t, fmt.Sprintf(`
+[[tool]]
+name = "deploy_dead"
+url = "%s/v1/releases"
+contract = "repeatable_with_key"
+`, gatewaytest.DeadURL()))
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	res := mustCall(t, cs, "deploy_dead", map[string]any{"service": "x"}, nil)
+	m := execMeta(t, res)
+	if !res.IsError || m["state"] != "failed_before_dispatch" || m["retry_safe"] != true {
+		t.Fatalf("refused connection: %v %s", m, resultText(res))
+	}
+	es := h.executions("deploy_dead")
+	if got := h.path(es[0].ID); got != "accepted>authorized>dispatched>failed_before_dispatch" {
+		t.Fatalf("lifecycle %s", got)
+	}
+	// Nothing was sent, so the retry is a new attempt.
+	res = mustCall(t, cs, "deploy_dead", map[string]any{"service": "x"}, nil)
+	if execMeta(t, res)["replayed"] != false || len(h.executions("deploy_dead")) != 2 {
+		t.Fatalf("retry after a safe failure should be a new execution: %v", execMeta(t, res))
+	}
+}
+
+func TestFaultAfterRequestWritten(t *testing.T) {
+	h := newHarness(t, "")
+	h.proxy.Next(gatewaytest.DropRequest)
+	cs := h.connect(gatewaytest.ProtocolLegacy, false)
+	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "7"}, nil)
+	m := execMeta(t, res)
+	if res.IsError || m["state"] != "succeeded" {
+		t.Fatalf("after a resend with the key the call should succeed: %v %s", m, resultText(res))
+	}
+	e := h.executions("deploy_release")[0]
+	if got := h.path(e.ID); !strings.HasPrefix(got, "accepted>authorized>dispatched>unknown>dispatched>succeeded") {
+		t.Fatalf("lifecycle %s", got)
+	}
+	if h.target.Total() != 1 || h.proxy.Count(gatewaytest.DropRequest) != 1 {
+		t.Fatalf("effects %d, drops %d", h.target.Total(), h.proxy.Count(gatewaytest.DropRequest))
+	}
+}
+
+func TestFaultAfterTargetAnswered(t *testing.T) {
+	h := newHarness(t, "")
+	h.proxy.Next(gatewaytest.DropResponse)
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "8"}, nil)
+	if m := execMeta(t, res); res.IsError || m["state"] != "succeeded" {
+		t.Fatalf("%v %s", m, resultText(res))
+	}
+	if h.target.Total() != 1 {
+		t.Fatalf("the target acted %d times", h.target.Total())
+	}
+	trs, _ := h.store.Transitions(ctx, h.executions("deploy_release")[0].ID)
+	last := trs[len(trs)-1]
+	if last.To == activity.StateDelivered {
+		last = trs[len(trs)-2]
+	}
+	if !strings.Contains(last.Reason, "replayed its stored answer") {
+		t.Fatalf("the resend should be answered by the target's replay: %+v", last)
+	}
+}
+
+func TestFaultBlockedToolGoesToPendingVerification(t *testing.T) {
+	h := newHarness(t, "")
+	h.proxy.Next(gatewaytest.DropResponse)
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	args := map[string]any{"amount_cents": 4200, "card_token": secretValue}
+	res := mustCall(t, cs, "charge_card", args, nil)
+	m := execMeta(t, res)
+	if res.IsError || m["state"] != "pending_verification" || m["retry_safe"] != false ||
+		!strings.Contains(resultText(res), "Do not retry") {
+		t.Fatalf("unknown outcome on a blocked tool: %v %s", m, resultText(res))
+	}
+	// The retry is told the same and nothing is sent.
+	res = mustCall(t, cs, "charge_card", args, nil)
+	if m := execMeta(t, res); m["replayed"] != true || m["state"] != "pending_verification" {
+		t.Fatalf("retry: %v", m)
+	}
+	if h.target.Total() != 1 || len(h.executions("charge_card")) != 1 {
+		t.Fatalf("effects %d executions %d", h.target.Total(), len(h.executions("charge_card")))
+	}
+	id := h.executions("charge_card")[0].ID
+	if _, _, err := h.store.Resolve(ctx, activity.Resolution{ExecutionID: id, Outcome: activity.ResolutionVerified,
+		Operator: "alice", Note: "charge present at the processor"}); err != nil {
+		t.Fatal(err)
+	}
+	res = mustCall(t, cs, "charge_card", args, nil)
+	if m := execMeta(t, res); m["state"] != "verified" || res.IsError || h.target.Total() != 1 {
+		t.Fatalf("after verification: %v %s", m, resultText(res))
+	}
+}
+
+func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+
+	// The target acted; the answer was lost: the status endpoint says so.
+	h.proxy.Next(gatewaytest.DropResponse)
+	res := mustCall(t, cs, "open_ticket", map[string]any{"title": "disk full"}, nil)
+	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
+		t.Fatalf("lookup after a lost answer: %v %s", m, resultText(res))
+	}
+	trs, _ := h.store.Transitions(ctx, h.executions("open_ticket")[0].ID)
+	if !strings.Contains(trs[len(trs)-1].Reason+trs[max(0, len(trs)-2)].Reason, "recovered by status lookup") {
+		t.Fatalf("how it was resolved is not recorded: %+v", trs)
+	}
+
+	// The request never arrived: the status endpoint has no record, the
+	// execution failed without acting, and a retry acts once.
+	h.proxy.Next(gatewaytest.DropRequest)
+	res = mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
+	if m := execMeta(t, res); m["state"] != "failed" || !strings.Contains(resultText(res), "never reached the target") {
+		t.Fatalf("lookup of a request that never arrived: %v %s", m, resultText(res))
+	}
+	before := h.target.Total()
+	h.waitState(h.executions("open_ticket")[1].ID, activity.StateDelivered)
+	mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
+	if h.target.Total() != 2 || before != 1 {
+		t.Fatalf("effects before retry %d, after %d", before, h.target.Total())
+	}
+}
+
+func TestFaultDuringResultDeliveryOfBlockedTool(t *testing.T) {
+	h := newHarness(t, "")
+	agent := &gatewaytest.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: gatewaytest.ProtocolStateless, Attempts: 3}
+	defer agent.Close()
+	h.agentProxy.Plan = dropFirstCall()
+	res, err := agent.Call(ctx, callParams("charge_card", map[string]any{"amount_cents": 100, "card_token": secretValue}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := execMeta(t, res); m["replayed"] != true || m["state"] == "pending_verification" || res.IsError {
+		t.Fatalf("the outcome was known: the retry must get the stored result: %v %s", m, resultText(res))
+	}
+	if h.target.Total() != 1 {
+		t.Fatalf("target acted %d times", h.target.Total())
+	}
+}

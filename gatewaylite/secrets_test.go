@@ -1,0 +1,78 @@
+package gatewaylite_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+// TestCanarySecretsNeverRecorded sends canary secrets the way real ones
+// travel (bearer token, credential value, secret argument, a wrong token)
+// through normal calls and faults, then scans everything mcpdup wrote.
+func TestCanarySecretsNeverRecorded(t *testing.T) {
+	const wrongToken = "canary-wrong-token-91ab77c3d2"
+	h := newHarness(t, "")
+	for _, era := range eras {
+		cs := h.connect(era, false)
+		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue}, nil)
+		mustCall(t, cs, "deploy_release", map[string]any{"service": "s", "version": era}, nil)
+		h.proxy.Next(gatewaytest.DropResponse)
+		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 2, "card_token": secretValue}, nil)
+		// A secret argument must not be searchable by value either: two
+		// calls differing only in the secret are different intents.
+		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue + "x"}, nil)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"charge_card"}}`))
+	req.Header.Set("Authorization", "Bearer "+wrongToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	h.gw.Close() // flush delivery records
+	if _, err := h.store.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	if _, err := audit.Export(ctx, h.store, &export); err != nil {
+		t.Fatal(err)
+	}
+	es, _ := h.store.Executions(ctx, activity.ExecutionFilter{})
+	var fps strings.Builder
+	for _, e := range es {
+		fps.WriteString(e.Fingerprint + string(e.Arguments) + e.Target + e.CredentialRef)
+	}
+	if len(es) < 5 {
+		t.Fatalf("only %d executions recorded", len(es))
+	}
+	sources := map[string][]byte{"export": export.Bytes(), "logs": []byte(h.logs.String()), "fingerprints": []byte(fps.String())}
+	for _, f := range []string{"gw.db", "gw.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(h.dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[f] = b
+	}
+	for name, data := range sources {
+		for _, canary := range []string{agentToken, credValue, secretValue, wrongToken, "card-token-4e8a"} {
+			if bytes.Contains(data, []byte(canary)) {
+				t.Errorf("%s contains the canary %q", name, canary)
+			}
+		}
+	}
+	if !bytes.Contains(append(sources["gw.db"], sources["gw.db-wal"]...), []byte("hmac-sha256:")) {
+		t.Fatal("the scan found no fingerprints at all: is it reading the right file?")
+	}
+	// The secret argument is recorded as a keyed hash, and differs by value.
+	charges := h.executions("charge_card")
+	if !strings.Contains(string(charges[0].Arguments), `"card_token":"hmac-sha256:`) {
+		t.Fatalf("secret argument not hashed: %s", charges[0].Arguments)
+	}
+}
