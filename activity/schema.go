@@ -12,16 +12,12 @@ CREATE TABLE meta(
 ) STRICT;
 
 CREATE TABLE audit_log(
-	seq       INTEGER PRIMARY KEY,  -- 0, 1, 2 ... with no gaps; the Merkle leaf index
-	canonical BLOB NOT NULL,        -- the record bytes, hashed as stored
-	leaf_hash BLOB NOT NULL,        -- SHA-256(0x00 || canonical); a cache, verify recomputes it
-	kind      TEXT NOT NULL,
-	t         TEXT NOT NULL
-) STRICT;
-
-CREATE TABLE audit_tree(
-	idx  INTEGER PRIMARY KEY,       -- tlog.StoredHashIndex(level, n)
-	hash BLOB NOT NULL
+	seq         INTEGER PRIMARY KEY, -- 0, 1, 2 ... with no gaps; the Merkle leaf index
+	canonical   BLOB NOT NULL,       -- the record bytes, hashed as stored
+	leaf_hash   BLOB NOT NULL,       -- SHA-256(0x00 || canonical); a cache, verify recomputes it
+	tree_hashes BLOB NOT NULL,       -- the Merkle subtrees this record completed, levels 1.. (32 bytes each); a cache
+	kind        TEXT NOT NULL,
+	t           TEXT NOT NULL
 ) STRICT;
 
 CREATE TABLE audit_checkpoint(
@@ -117,6 +113,7 @@ CREATE TABLE executions(
 	observed_at        TEXT,
 	delivered_at       TEXT,
 	resolved_at        TEXT,
+	outcome            TEXT,        -- success | failure once observed; kept after delivery
 	not_recorded       TEXT NOT NULL DEFAULT '',  -- comma-separated facts the source cannot show
 	source_id          TEXT,
 	source_line        INTEGER,
@@ -125,6 +122,14 @@ CREATE TABLE executions(
 ) STRICT;
 CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope);
 CREATE INDEX executions_state ON executions(state);
+-- At most one unresolved live execution per intent. The gateway matches
+-- retries inside a write transaction; this index makes the store itself
+-- refuse a second accepted/dispatched/unknown execution of the same
+-- fingerprint, actor and scope, whatever the caller does. Imported rows
+-- (source_id set) are exempt: they record what happened.
+CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, intent_scope)
+	WHERE source_id IS NULL AND fingerprint IS NOT NULL
+	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
 
 CREATE TABLE transitions(
 	seq           INTEGER PRIMARY KEY,
@@ -161,32 +166,12 @@ CREATE TABLE results(
 -- recomputes everything from the stored bytes.
 CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
-CREATE TRIGGER audit_tree_no_update BEFORE UPDATE ON audit_tree BEGIN SELECT RAISE(ABORT, 'audit_tree is append-only'); END;
-CREATE TRIGGER audit_tree_no_delete BEFORE DELETE ON audit_tree BEGIN SELECT RAISE(ABORT, 'audit_tree is append-only'); END;
 CREATE TRIGGER audit_checkpoint_no_update BEFORE UPDATE ON audit_checkpoint BEGIN SELECT RAISE(ABORT, 'audit_checkpoint is append-only'); END;
 CREATE TRIGGER audit_checkpoint_no_delete BEFORE DELETE ON audit_checkpoint BEGIN SELECT RAISE(ABORT, 'audit_checkpoint is append-only'); END;
 CREATE TRIGGER transitions_no_update BEFORE UPDATE ON transitions BEGIN SELECT RAISE(ABORT, 'transitions is append-only'); END;
 CREATE TRIGGER transitions_no_delete BEFORE DELETE ON transitions BEGIN SELECT RAISE(ABORT, 'transitions is append-only'); END;
 CREATE TRIGGER resolutions_no_update BEFORE UPDATE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
 CREATE TRIGGER resolutions_no_delete BEFORE DELETE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
-`,
-
-	// 2: at most one unresolved live execution per intent. The gateway
-	// matches retries inside a write transaction; this index makes the
-	// store itself refuse a second accepted/dispatched/unknown execution of
-	// the same fingerprint, actor and scope, whatever the caller does.
-	// Imported rows (source_id set) are exempt: they record what happened.
-	`
-CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, intent_scope)
-	WHERE source_id IS NULL AND fingerprint IS NOT NULL
-	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
-`,
-
-	// 3: the observed outcome, kept once delivery moves the state on.
-	`
-ALTER TABLE executions ADD COLUMN outcome TEXT;
-UPDATE executions SET outcome = 'success' WHERE state IN ('succeeded', 'verified');
-UPDATE executions SET outcome = 'failure' WHERE state IN ('failed', 'rejected_by_operator');
 `,
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -85,7 +86,11 @@ func (s *Store) Seal(ctx context.Context, reason SealReason) (Checkpoint, error)
 	if err != nil {
 		return cp, fmt.Errorf("seal %s: %w", s.origin, err)
 	}
-	return cp, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return cp, err
+	}
+	s.tail.set(cp.Size, cp.Size, time.Time{})
+	return cp, nil
 }
 
 func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkpoint, error) {
@@ -134,14 +139,29 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 }
 
 // sealIfDue seals when the policy says so: always for a resolution, or
-// when enough records or time have gone by unsealed.
+// when enough records or time have gone by unsealed. The periodic loop asks
+// the database (other processes write too); after this process's own
+// writes, the in-memory account avoids a query per commit.
 func (s *Store) sealIfDue(ctx context.Context, reason SealReason) (Checkpoint, error) {
 	if reason == SealResolution {
 		return s.Seal(ctx, reason)
 	}
-	unsealed, oldest, err := s.unsealed(ctx)
-	if err != nil || unsealed == 0 {
-		return Checkpoint{}, err
+	var unsealed int64
+	var oldest time.Time
+	s.tail.mu.Lock()
+	known := s.tail.known
+	if known {
+		unsealed, oldest = s.tail.size-s.tail.sealed, s.tail.firstUnsealed
+	}
+	s.tail.mu.Unlock()
+	if !known || reason == sealCheck {
+		var err error
+		if unsealed, oldest, err = s.unsealed(ctx); err != nil {
+			return Checkpoint{}, err
+		}
+	}
+	if unsealed <= 0 {
+		return Checkpoint{}, nil
 	}
 	switch {
 	case s.opts.Now().Sub(oldest) >= s.opts.Seal.Every:
@@ -152,20 +172,56 @@ func (s *Store) sealIfDue(ctx context.Context, reason SealReason) (Checkpoint, e
 	return Checkpoint{}, nil
 }
 
+// sealCheck asks sealIfDue to count from the database.
+const sealCheck SealReason = "check"
+
+// tailState is this process's account of the unsealed tail.
+type tailState struct {
+	mu            sync.Mutex
+	known         bool
+	size, sealed  int64
+	firstUnsealed time.Time
+}
+
+// noteWrite updates the account after a commit that left the log at size,
+// with its first new record written at first.
+func (t *tailState) noteWrite(size int64, first time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.known {
+		return
+	}
+	if t.size <= t.sealed && size > t.sealed {
+		t.firstUnsealed = first
+	}
+	t.size = max(t.size, size)
+}
+
+func (t *tailState) set(size, sealed int64, first time.Time) {
+	t.mu.Lock()
+	t.known, t.size, t.sealed, t.firstUnsealed = true, size, sealed, first
+	t.mu.Unlock()
+}
+
 // unsealed counts records after the newest checkpoint and the time of the
 // first of them, with index lookups only (no scan of the tail).
 func (s *Store) unsealed(ctx context.Context) (int64, time.Time, error) {
 	var size, sealed int64
 	err := s.r.QueryRowContext(ctx, `SELECT (SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log),
 		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint)`).Scan(&size, &sealed)
-	if err != nil || size <= sealed {
+	if err != nil {
 		return 0, time.Time{}, err
+	}
+	if size <= sealed {
+		s.tail.set(size, sealed, time.Time{})
+		return 0, time.Time{}, nil
 	}
 	var first string
 	if err := s.r.QueryRowContext(ctx, `SELECT t FROM audit_log WHERE seq = ?`, sealed).Scan(&first); err != nil {
 		return 0, time.Time{}, err
 	}
 	t, err := parseTime(first)
+	s.tail.set(size, sealed, t)
 	return size - sealed, t, err
 }
 
@@ -180,7 +236,7 @@ func (s *Store) sealLoop() {
 		case <-tick.C:
 			// Errors surface on the next Write or at Close; a background
 			// loop has no one to tell.
-			_, _ = s.sealIfDue(context.Background(), "")
+			_, _ = s.sealIfDue(context.Background(), sealCheck)
 		}
 	}
 }

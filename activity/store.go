@@ -78,12 +78,17 @@ type Store struct {
 	vkey      string
 	keyErr    error    // why signer is nil
 	stmts     sync.Map // query → *sql.Stmt on the writer connection
+	knownRuns sync.Map // RunID → true: runs committed, so requireRun skips a query
 	edgeMu    sync.Mutex
 	edge      Edge  // tree edge after this process's last commit
 	edgeSize  int64 // log size edge describes; -1: none
 	sealMu    sync.Mutex
+	tail      tailState
 	closeOnce sync.Once
 	stop      chan struct{}
+	closing   chan struct{}  // closed when Close starts: no new writes
+	writes    chan *writeReq // to the committer
+	committer sync.WaitGroup
 	stopped   sync.WaitGroup
 }
 
@@ -104,13 +109,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, opts: opts, stop: make(chan struct{}), edgeSize: -1}
+	s := &Store{path: path, opts: opts, stop: make(chan struct{}), closing: make(chan struct{}),
+		writes: make(chan *writeReq), edgeSize: -1}
 	if err := s.openPools(); err != nil {
 		return nil, err
 	}
 	if err := s.init(ctx, created); err != nil {
 		s.closePools()
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !opts.ReadOnly {
+		s.committer.Add(1)
+		go s.commitLoop()
 	}
 	if !opts.ReadOnly && s.signer != nil {
 		s.stopped.Add(1)
@@ -153,6 +163,7 @@ func (s *Store) openPools() error {
 		// FULL: a commit is on disk when Exec returns. The gateway relies on
 		// "dispatched" being durable before the first byte goes out.
 		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "mmap_size(4294967296)")
 		q.Set("_txlock", "immediate")
 	}
 	dsn := "file:" + (&url.URL{Path: s.path}).EscapedPath() + "?" + q.Encode()
@@ -174,6 +185,7 @@ func (s *Store) openPools() error {
 		return fmt.Errorf("open %s: %w", s.path, err)
 	}
 	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4) // reopening a connection costs more than most queries
 	s.r = r
 	return nil
 }
@@ -310,6 +322,8 @@ func (s *Store) Close() error {
 		if !s.opts.ReadOnly {
 			close(s.stop)
 			s.stopped.Wait()
+			close(s.closing)
+			s.committer.Wait()
 			if s.signer != nil {
 				_, err = s.Seal(context.Background(), SealShutdown)
 			}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -487,5 +488,70 @@ func TestNotRecordedStaysNotRecorded(t *testing.T) {
 	}
 	if accepted.Valid || key.Valid {
 		t.Errorf("not-recorded columns are not NULL: %v %v", accepted, key)
+	}
+}
+
+// TestGroupCommitIsolatesFailures runs many concurrent writes, some of
+// which fail after appending: shared commits must keep exactly the
+// successful ones, with an unbroken chain.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	const n = 48
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Write(ctx, func(w *activity.Writer) error {
+				if _, err := w.RecordCall(activity.Call{Actor: "agent:g", Method: "tools/call", Tool: fmt.Sprint(i),
+					Disposition: activity.DispositionRefused}); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					return fmt.Errorf("write %d fails on purpose", i)
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	kept := map[string]bool{}
+	for i, err := range errs {
+		if (err != nil) != (i%3 == 0) {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if err == nil {
+			kept[fmt.Sprint(i)] = true
+		}
+	}
+	var tools []string
+	var prev activity.Record
+	err := s.ScanLog(ctx, 0, func(seq int64, canonical, _ []byte) error {
+		rec, err := activity.DecodeRecord(canonical)
+		if err != nil {
+			return err
+		}
+		if seq > 0 && rec.Prev != prev.Hash {
+			t.Fatalf("chain broken at %d", seq)
+		}
+		prev = rec
+		ev, err := rec.Event()
+		if err != nil {
+			return err
+		}
+		tools = append(tools, ev.(*activity.Call).Tool)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != len(kept) {
+		t.Fatalf("%d records, want %d", len(tools), len(kept))
+	}
+	for _, tool := range tools {
+		if !kept[tool] {
+			t.Fatalf("a failed write's record %s was committed", tool)
+		}
 	}
 }

@@ -197,6 +197,7 @@ func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Exe
 	defer done()
 	out := spec.dispatch(ctx, exec.ID, send)
 	exec = g.recordOutcome(ctx, exec, out, "")
+	g.results.put(exec.ResultRef, out.Result)
 	if exec.State != activity.StateUnknown {
 		return exec
 	}
@@ -207,7 +208,9 @@ func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Exe
 			return exec
 		}
 		out = spec.dispatch(ctx, next.ID, send)
-		return g.recordOutcome(ctx, next, out, "after resend: ")
+		exec = g.recordOutcome(ctx, next, out, "after resend: ")
+		g.results.put(exec.ResultRef, out.Result)
+		return exec
 	case activity.ContractRecoverableByLookup:
 		return g.lookup(ctx, spec, exec)
 	}

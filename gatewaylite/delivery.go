@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -27,6 +28,9 @@ type deliveryEvent struct {
 	to     activity.State
 	reason string
 }
+
+// deliveryLinger is how long delivery records wait to share a commit.
+const deliveryLinger = 25 * time.Millisecond
 
 func newDeliveries(g *Gateway) *deliveries {
 	return &deliveries{g: g, expected: map[string][]activity.ExecutionID{}, events: make(chan deliveryEvent, 4096), done: make(chan struct{})}
@@ -83,6 +87,13 @@ func (d *deliveries) start() {
 		for {
 			select {
 			case ev := <-d.events:
+				// Linger briefly so deliveries share a commit with each
+				// other and with the next call's writes, instead of
+				// costing an fsync each on the path of the next call.
+				select {
+				case <-time.After(deliveryLinger):
+				case <-d.done:
+				}
 				d.record(d.drain(ev))
 			case <-d.done:
 				for {
@@ -101,7 +112,7 @@ func (d *deliveries) start() {
 // drain collects whatever else is queued so one commit records many.
 func (d *deliveries) drain(first deliveryEvent) []deliveryEvent {
 	evs := []deliveryEvent{first}
-	for len(evs) < 256 {
+	for len(evs) < 1024 {
 		select {
 		case ev := <-d.events:
 			evs = append(evs, ev)

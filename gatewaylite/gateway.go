@@ -41,6 +41,7 @@ type Gateway struct {
 	server   *mcp.Server
 	runs     *runTracker
 	inflight inflight
+	results  resultCache
 	delivery *deliveries
 	auth     *authenticator
 	events   *mcp.MemoryEventStore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,7 +81,11 @@ func (g *Gateway) storedResult(e activity.Execution) *mcp.CallToolResult {
 	if e.ResultRef == "" {
 		return textResult(e.State == activity.StateFailed, "Execution %s ended %s with no result body.", e.ID, e.State)
 	}
-	b, err := g.store.Result(context.Background(), e.ResultRef)
+	b, ok := g.results.get(e.ResultRef)
+	var err error
+	if !ok {
+		b, err = g.store.Result(context.Background(), e.ResultRef)
+	}
 	if err != nil {
 		return textResult(false, "Execution %s ended %s, but its stored result could not be read (%v). It was not repeated.", e.ID, e.State, err)
 	}
@@ -120,4 +125,41 @@ func timeText(o activity.Opt[time.Time]) string {
 func textJSON(isError bool, text string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}}, "isError": isError})
 	return b
+}
+
+// resultCache keeps the few results just observed, so answering the call
+// that produced one does not read it back from the store.
+type resultCache struct {
+	mu   sync.Mutex
+	refs []string
+	data map[string][]byte
+}
+
+const resultCacheSize = 256
+
+func (c *resultCache) put(ref string, b []byte) {
+	if ref == "" || len(b) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.data == nil {
+		c.data = map[string][]byte{}
+	}
+	if _, ok := c.data[ref]; ok {
+		return
+	}
+	if len(c.refs) >= resultCacheSize {
+		delete(c.data, c.refs[0])
+		c.refs = c.refs[1:]
+	}
+	c.refs = append(c.refs, ref)
+	c.data[ref] = b
+}
+
+func (c *resultCache) get(ref string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.data[ref]
+	return b, ok
 }

@@ -1,0 +1,61 @@
+// Command upstreamserver is a small real MCP server over stdio, used as an
+// upstream in gateway tests: its tools append to a file named by
+// $UPSTREAM_EFFECTS so a test can count what actually happened.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type noteArgs struct {
+	Text string `json:"text"`
+}
+
+func main() {
+	effects := os.Getenv("UPSTREAM_EFFECTS")
+	srv := mcp.NewServer(&mcp.Implementation{Name: "upstreamserver", Version: "1"}, nil)
+	appendLine := func(line string) error {
+		f, err := os.OpenFile(effects, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, line)
+		return err
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "append_note", Description: "Append a note (a side effect)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, map[string]any, error) {
+			if err := appendLine("note " + in.Text); err != nil {
+				return nil, nil, err
+			}
+			return nil, map[string]any{"appended": in.Text}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "count_notes", Description: "Count notes (read only).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, map[string]any, error) {
+			b, _ := os.ReadFile(effects)
+			n := 0
+			for _, c := range b {
+				if c == '\n' {
+					n++
+				}
+			}
+			return nil, map[string]any{"notes": n}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "send_digest", Description: "Send a digest (written contract in the gateway config).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, // a wrong hint: the written contract must win
+		func(ctx context.Context, req *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, map[string]any, error) {
+			if err := appendLine("digest " + in.Text); err != nil {
+				return nil, nil, err
+			}
+			return nil, map[string]any{"sent": in.Text}, nil
+		})
+	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,68 @@
+package gatewaylite_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+// TestUpstreamMCPServerProcess re-exports the tools of a real MCP server
+// process (stdio) and checks contracts: unwritten → blocked_after_unknown,
+// a readOnlyHint seeds read_only, a written contract beats a hint.
+func TestUpstreamMCPServerProcess(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "upstreamserver")
+	build := exec.Command("go", "build", "-o", bin, "./gatewaytest/upstreamserver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build upstream server: %v\n%s", err, out)
+	}
+	effects := filepath.Join(dir, "effects.txt")
+	t.Setenv("UPSTREAM_EFFECTS", effects)
+	h := newHarness(t, `
+[[upstream]]
+name = "notes"
+command = ["`+bin+`"]
+[upstream.tools.send_digest]
+contract = "repeatable_with_key"
+fingerprint = ["text"]
+`)
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	res := mustCall(t, cs, "append_note", map[string]any{"text": "hello"}, nil)
+	if res.IsError || execMeta(t, res)["state"] != "succeeded" {
+		t.Fatalf("append_note: %v %s", execMeta(t, res), resultText(res))
+	}
+	// The same intent again attaches: the note is written once.
+	res = mustCall(t, cs, "append_note", map[string]any{"text": "hello"}, nil)
+	if execMeta(t, res)["replayed"] != true {
+		t.Fatalf("retry: %v", execMeta(t, res))
+	}
+	mustCall(t, cs, "send_digest", map[string]any{"text": "weekly"}, nil)
+	res = mustCall(t, cs, "count_notes", nil, nil)
+	if !strings.Contains(resultText(res), `"notes":2`) {
+		t.Fatalf("count_notes: %s", resultText(res))
+	}
+	b, _ := os.ReadFile(effects)
+	if string(b) != "note hello\ndigest weekly\n" {
+		t.Fatalf("upstream effects: %q", b)
+	}
+	contracts := map[string]activity.Contract{}
+	for _, tool := range []string{"append_note", "count_notes", "send_digest"} {
+		es := h.executions(tool)
+		if len(es) != 1 || es[0].Channel != activity.ChannelMCP {
+			t.Fatalf("%s: %+v", tool, es)
+		}
+		contracts[tool] = es[0].Contract
+	}
+	want := map[string]activity.Contract{"append_note": activity.ContractBlockedAfterUnknown,
+		"count_notes": activity.ContractReadOnly, "send_digest": activity.ContractRepeatableWithKey}
+	for k, v := range want {
+		if contracts[k] != v {
+			t.Errorf("%s: contract %s, want %s", k, contracts[k], v)
+		}
+	}
+}
