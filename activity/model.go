@@ -312,6 +312,45 @@ type Resolution struct {
 	At          time.Time         `json:"at"`
 }
 
+// ApprovalKind says what an approval grants.
+type ApprovalKind string
+
+const (
+	// ApprovalSession grants a new agent run its per-session grant.
+	ApprovalSession ApprovalKind = "session"
+	// ApprovalPerUse lets one execution use a credential flagged for
+	// per-use approval.
+	ApprovalPerUse ApprovalKind = "per_use"
+)
+
+// ApprovalState is where an approval stands.
+type ApprovalState string
+
+const (
+	ApprovalPending  ApprovalState = "pending"
+	ApprovalApproved ApprovalState = "approved"
+	ApprovalDenied   ApprovalState = "denied"
+	ApprovalExpired  ApprovalState = "expired" // nobody answered in time
+)
+
+// Approval is a request for an operator's permission, and its answer.
+// Each request and each decision is a record of its own.
+type Approval struct {
+	ID            string         `json:"id"` // "apv_" + ULID
+	Kind          ApprovalKind   `json:"kind"`
+	State         ApprovalState  `json:"state"`
+	ExecutionID   ExecutionID    `json:"execution_id,omitempty"` // the execution waiting on it
+	RunID         RunID          `json:"run_id,omitempty"`
+	Actor         string         `json:"actor"`
+	Tool          string         `json:"tool,omitempty"`
+	CredentialRef string         `json:"credential_ref,omitempty"`
+	Summary       string         `json:"summary,omitempty"` // what is being asked, for the operator
+	RequestedAt   time.Time      `json:"requested_at"`
+	DecidedAt     Opt[time.Time] `json:"decided_at,omitzero"`
+	Operator      string         `json:"operator,omitempty"`
+	Note          string         `json:"note,omitempty"`
+}
+
 // Source is where records came from: the live gateway, or an imported file.
 type Source struct {
 	ID         SourceID  `json:"id"`

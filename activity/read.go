@@ -348,6 +348,60 @@ func (s *Store) Vault(ctx context.Context) (bool, string, error) {
 	return strings.HasPrefix(v, "locked"), v, nil
 }
 
+const approvalSelect = `SELECT id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, decided_at, operator, note FROM approvals`
+
+func scanApproval(row rowScanner) (Approval, error) {
+	var a Approval
+	var exec, run, tool, cred, summary, decided, operator, note sql.NullString
+	var requested string
+	err := row.Scan(&a.ID, &a.Kind, &a.State, &exec, &run, &a.Actor, &tool, &cred, &summary, &requested, &decided, &operator, &note)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("approval: %w", ErrNotFound)
+	}
+	if err != nil {
+		return a, err
+	}
+	a.ExecutionID, a.RunID, a.Tool, a.CredentialRef = ExecutionID(exec.String), RunID(run.String), tool.String, cred.String
+	a.Summary, a.Operator, a.Note = summary.String, operator.String, note.String
+	if a.RequestedAt, err = parseTime(requested); err != nil {
+		return a, err
+	}
+	a.DecidedAt, err = parseOptTime(decided)
+	return a, err
+}
+
+// Approval reads one approval.
+func (s *Store) Approval(ctx context.Context, id string) (Approval, error) {
+	a, err := scanApproval(s.r.QueryRowContext(ctx, approvalSelect+` WHERE id = ?`, id))
+	if err != nil {
+		return a, fmt.Errorf("approval %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Approvals lists approvals, oldest first; pendingOnly keeps the ones
+// still waiting.
+func (s *Store) Approvals(ctx context.Context, pendingOnly bool) ([]Approval, error) {
+	q := approvalSelect
+	if pendingOnly {
+		q += ` WHERE state = 'pending'`
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // Stats counts what the store holds.
 type Stats struct {
 	Records     int64           `json:"records"`

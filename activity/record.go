@@ -28,6 +28,7 @@ const (
 	KindTransition Kind = "transition" // an execution moved to another state
 	KindResolution Kind = "resolution" // an operator resolved an unknown outcome
 	KindVault      Kind = "vault"      // Sessions log: the vault was locked or unlocked
+	KindApproval   Kind = "approval"   // an approval was requested or decided
 )
 
 // Record is one entry of the append-only log. Bytes are the canonical
@@ -184,6 +185,8 @@ func (r Record) Event() (any, error) {
 		v = new(Resolution)
 	case KindVault:
 		v = new(VaultEvent)
+	case KindApproval:
+		v = new(Approval)
 	default:
 		return nil, fmt.Errorf("record %d: unknown kind %q", r.Seq, r.Kind)
 	}

@@ -156,6 +156,26 @@ CREATE TABLE resolutions(
 ) STRICT;
 CREATE INDEX resolutions_execution ON resolutions(execution_id);
 
+CREATE TABLE approvals(
+	id             TEXT PRIMARY KEY,
+	kind           TEXT NOT NULL,   -- session | per_use
+	state          TEXT NOT NULL,   -- pending | approved | denied | expired
+	execution_id   TEXT,
+	run_id         TEXT,
+	actor          TEXT NOT NULL,
+	tool           TEXT,
+	credential_ref TEXT,
+	summary        TEXT,
+	requested_at   TEXT NOT NULL,
+	decided_at     TEXT,
+	operator       TEXT,
+	note           TEXT,
+	seq            INTEGER NOT NULL,  -- record of the request
+	decided_seq    INTEGER            -- record of the decision
+) STRICT;
+CREATE INDEX approvals_state ON approvals(state);
+CREATE INDEX approvals_run ON approvals(run_id, kind, state);
+
 CREATE TABLE results(
 	ref        TEXT PRIMARY KEY,    -- sha256:<hex> of content
 	content    BLOB NOT NULL,

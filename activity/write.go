@@ -769,6 +769,80 @@ func (w *Writer) FindRun(actor string, by RunIdentification, evidence string) (*
 	return &r, err
 }
 
+// RequestApproval records a pending approval and returns it.
+func (w *Writer) RequestApproval(a Approval) (Approval, error) {
+	if a.ID == "" {
+		a.ID = newID("apv_", w.now)
+	}
+	if a.Kind != ApprovalSession && a.Kind != ApprovalPerUse {
+		return a, fmt.Errorf("approval: unknown kind %q", a.Kind)
+	}
+	a.State, a.RequestedAt, a.DecidedAt = ApprovalPending, w.now, Opt[time.Time]{}
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return a, err
+	}
+	return a, w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)),
+		a.Actor, nullString(a.Tool), nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq)
+}
+
+// DecideApproval answers a pending approval. Answering one that is no
+// longer pending is an error: decisions are final.
+func (w *Writer) DecideApproval(id string, state ApprovalState, operator, note string) (Approval, error) {
+	a, err := w.Approval(id)
+	if err != nil {
+		return a, err
+	}
+	if a.State != ApprovalPending {
+		return a, fmt.Errorf("approval %s is already %s", id, a.State)
+	}
+	if state != ApprovalApproved && state != ApprovalDenied && state != ApprovalExpired {
+		return a, fmt.Errorf("approval %s: cannot decide %q", id, state)
+	}
+	if operator == "" {
+		return a, fmt.Errorf("approval %s: operator is required", id)
+	}
+	a.State, a.DecidedAt, a.Operator, a.Note = state, Some(w.now), operator, note
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return a, err
+	}
+	if a.Kind == ApprovalSession && state == ApprovalApproved && a.RunID != "" {
+		if err := w.AddGrant(Grant{RunID: a.RunID, Scope: "session", GrantedBy: "operator:" + operator}); err != nil {
+			return a, err
+		}
+	}
+	return a, w.exec(`UPDATE approvals SET state = ?, decided_at = ?, operator = ?, note = ?, decided_seq = ? WHERE id = ?`,
+		string(a.State), FormatTime(w.now), operator, nullString(note), rec.Seq, id)
+}
+
+// Approval reads one approval inside the transaction.
+func (w *Writer) Approval(id string) (Approval, error) {
+	return scanApproval(w.queryRow(approvalSelect+` WHERE id = ?`, id))
+}
+
+// PendingApproval returns the pending approval of this kind for a run, if
+// any: a second call of the run waits on it instead of asking again.
+func (w *Writer) PendingApproval(run RunID, kind ApprovalKind) (*Approval, error) {
+	a, err := scanApproval(w.queryRow(approvalSelect+` WHERE run_id = ? AND kind = ? AND state = 'pending' ORDER BY seq DESC LIMIT 1`,
+		string(run), string(kind)))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return &a, err
+}
+
+// HasGrant reports whether a run holds a grant of this scope.
+func (w *Writer) HasGrant(run RunID, scope string) (bool, error) {
+	var one int
+	err := w.queryRow(`SELECT 1 FROM grants WHERE run_id = ? AND scope = ? LIMIT 1`, string(run), scope).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // LatestMatch returns the newest live (not imported) execution with this
 // fingerprint, actor and intent scope, or nil. Called inside the write
 // transaction, so no other writer can create a match between this read
@@ -865,6 +939,18 @@ func nullTime(o Opt[time.Time]) any {
 		return nil
 	}
 	return FormatTime(o.V)
+}
+
+// DecideApproval answers a pending approval in its own transaction: the
+// one path the CLI and the console use.
+func (s *Store) DecideApproval(ctx context.Context, id string, state ApprovalState, operator, note string) (Approval, error) {
+	var a Approval
+	_, err := s.Write(ctx, func(w *Writer) error {
+		var err error
+		a, err = w.DecideApproval(id, state, operator, note)
+		return err
+	})
+	return a, err
 }
 
 // Resolve records an operator resolution in its own transaction and seals

@@ -96,6 +96,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 
 	var exec activity.Execution
 	var rec Recovery
+	var waiting []string // approvals the new execution waits on
 	_, err = g.store.Write(ctx, func(w *activity.Writer) error {
 		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
 		if err != nil {
@@ -134,11 +135,24 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		if exec, err = w.Accept(e); err != nil {
 			return err
 		}
-		exec, err = g.authorize(w, exec, call.ID)
+		exec, waiting, err = g.authorize(w, exec, spec, run, call.ID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record call: %w", err)
+	}
+	if len(waiting) > 0 {
+		done := g.inflight.begin(exec.ID) // a retry meanwhile waits on this, never asks again
+		exec = g.awaitApprovals(ctx, exec, waiting)
+		if exec.State == activity.StateDispatched {
+			exec = g.execute(ctx, spec, exec, intent.Send)
+		}
+		done()
+		res := g.respond(exec, rec, false)
+		if outcomeState(activity.State(res.state)) {
+			g.delivery.expect(info.token, exec.ID)
+		}
+		return res.result, nil
 	}
 	res := g.proceed(ctx, spec, exec, rec, intent.Send, call.ID)
 	if outcomeState(activity.State(res.state)) {
@@ -148,18 +162,62 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 }
 
 // authorize runs the authorization ladder inside the accepting
-// transaction and, when the execution may proceed, makes "dispatched"
-// durable before any byte leaves.
-func (g *Gateway) authorize(w *activity.Writer, e activity.Execution, call activity.CallID) (activity.Execution, error) {
+// transaction: a locked vault refuses everything; a run without its
+// session grant (policy "ask") and a credential flagged for per-use
+// approval need an operator's approval, and the execution waits in state
+// accepted for them (returned as the approvals to wait on). Otherwise
+// "dispatched" is made durable here, before any byte leaves.
+func (g *Gateway) authorize(w *activity.Writer, e activity.Execution, spec *toolSpec, run runInfo, call activity.CallID) (activity.Execution, []string, error) {
 	locked, reason, err := w.VaultLocked()
 	if err != nil {
-		return e, err
+		return e, nil, err
 	}
 	if locked {
-		return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, CallID: call,
+		e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, CallID: call,
 			Reason: "vault locked: every call is refused until an operator unlocks it (" + reason + ")"})
+		return e, nil, err
 	}
-	if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateAuthorized, CallID: call}); err != nil {
+	var waiting []string
+	if g.cfg.SessionGrant == "ask" {
+		granted, err := w.HasGrant(run.id, "session")
+		if err != nil {
+			return e, nil, err
+		}
+		if !granted {
+			a, err := w.PendingApproval(run.id, activity.ApprovalSession)
+			if err != nil {
+				return e, nil, err
+			}
+			if a == nil {
+				req, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalSession, ExecutionID: e.ID, RunID: run.id,
+					Actor: e.Actor, Tool: e.Tool, Summary: fmt.Sprintf("new agent run of %s (%s) wants to act; first call: %s", e.Actor, run.identifiedBy, e.Tool)})
+				if err != nil {
+					return e, nil, err
+				}
+				a = &req
+			}
+			waiting = append(waiting, a.ID)
+		}
+	}
+	if spec.perUseApproval {
+		a, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, ExecutionID: e.ID, RunID: run.id,
+			Actor: e.Actor, Tool: e.Tool, CredentialRef: e.CredentialRef,
+			Summary: fmt.Sprintf("%s wants to use credential %s for %s %s", e.Actor, e.CredentialRef, e.Tool, e.Arguments)})
+		if err != nil {
+			return e, nil, err
+		}
+		waiting = append(waiting, a.ID)
+	}
+	if len(waiting) > 0 {
+		return e, waiting, nil
+	}
+	e, err = g.authorizeAndDispatch(w, e, call, "")
+	return e, nil, err
+}
+
+func (g *Gateway) authorizeAndDispatch(w *activity.Writer, e activity.Execution, call activity.CallID, why string) (activity.Execution, error) {
+	e, err := w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateAccepted, To: activity.StateAuthorized, CallID: call, Reason: why})
+	if err != nil {
 		return e, err
 	}
 	return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched, CallID: call})

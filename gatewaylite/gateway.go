@@ -67,6 +67,9 @@ type toolSpec struct {
 	http          *httpTarget
 	upstream      *upstreamTool
 	statusURL     string
+	// perUseApproval: the tool's credential needs an operator's approval
+	// for every execution.
+	perUseApproval bool
 }
 
 // New builds a gateway on an open store: it loads the fingerprint key,
@@ -110,6 +113,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 			target: ht.target(), method: t.Method, credentialRef: t.CredentialRef,
 			args:   ArgSpec{Fingerprint: t.Fingerprint, Defaults: t.Defaults, OmitDefaults: t.DefaultsPolicy == "omit", SecretArgs: t.SecretArgs},
 			window: t.AttachWindow.Duration, timeout: t.Timeout.Duration, http: ht, statusURL: t.StatusURL,
+			perUseApproval: t.CredentialRef != "" && cfg.Credentials[t.CredentialRef].PerUseApproval,
 		}
 		g.addTool(spec, &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)})
 	}

@@ -59,10 +59,25 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// testConfig writes the harness configuration; extra may refer to
+// {{proxy}} and {{target}}.
 func testConfig(targetURL, proxyURL, extra string) string {
+	extra = strings.NewReplacer("{{proxy}}", proxyURL, "{{target}}", targetURL).Replace(extra)
+	// Top-level keys in extra (before its first table) go first.
+	top := extra
+	if i := strings.Index(extra, "\n["); i >= 0 {
+		top, extra = extra[:i], extra[i:]
+	} else if strings.HasPrefix(strings.TrimSpace(extra), "[") {
+		top = ""
+	} else {
+		extra = ""
+	}
+	if !strings.Contains(top, "attach_wait") {
+		top += "\nattach_wait = \"5s\""
+	}
 	return fmt.Sprintf(`
 listen = "127.0.0.1:0"
-attach_wait = "5s"
+%[4]s
 
 [[actor]]
 name = "agent:deployer"
@@ -111,7 +126,7 @@ contract = "read_only"
 name = "no_contract"
 url = "%[2]s/v1/unwritten"
 %[3]s
-`, targetURL, proxyURL, extra)
+`, targetURL, proxyURL, extra, top)
 }
 
 func newHarness(t *testing.T, extra string) *harness {

@@ -59,6 +59,16 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 		// repeatable_with_key stays unknown: the agent's retry resends it
 		// with the same Idempotency-Key.
 	}
+	// Whoever waited on a pending approval died with the process.
+	pending, err := g.store.Approvals(ctx, true)
+	if err != nil {
+		return err
+	}
+	for _, a := range pending {
+		if _, err := g.store.DecideApproval(ctx, a.ID, activity.ApprovalExpired, "gateway", "the gateway restarted while it waited"); err != nil {
+			return fmt.Errorf("approval %s: %w", a.ID, err)
+		}
+	}
 	if len(lookups) > 0 {
 		g.bg.Add(1)
 		go func() {

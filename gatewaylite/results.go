@@ -40,7 +40,9 @@ func (g *Gateway) respond(e activity.Execution, rec Recovery, replayed bool) ans
 		if replayed {
 			prependText(res, fmt.Sprintf("Previous execution %s completed (%s); its result was not delivered then. Here it is; the action was not repeated.", e.ID, observedText(e)))
 		}
-	case activity.StateDispatched, activity.StateAccepted, activity.StateAuthorized:
+	case activity.StateAccepted:
+		res = textResult(false, "Execution %s is awaiting an operator's approval; nothing has been sent to the target. Do not retry: call again later with the same arguments.", e.ID)
+	case activity.StateDispatched, activity.StateAuthorized:
 		res = textResult(false, "Execution %s is in progress (dispatched %s). Do not retry: call again later with the same arguments to receive its result.", e.ID, timeText(e.Times.Dispatched))
 	case activity.StateUnknown:
 		res = textResult(false, "Execution %s was sent to the target but its outcome is unknown (%s). Do not retry: the gateway is resolving it; call again later with the same arguments.", e.ID, e.Error)

@@ -100,7 +100,10 @@ func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIde
 			return err
 		}
 		id = run.ID
-		return w.AddGrant(activity.Grant{RunID: run.ID, Scope: "session", GrantedBy: "policy:" + t.g.cfg.SessionGrant})
+		if t.g.cfg.SessionGrant == "ask" {
+			return nil // the first call asks an operator (authorize)
+		}
+		return w.AddGrant(activity.Grant{RunID: run.ID, Scope: "session", GrantedBy: "policy:auto"})
 	})
 	if err != nil {
 		return "", fmt.Errorf("start run: %w", err)

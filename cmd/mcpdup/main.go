@@ -49,6 +49,9 @@ type CLI struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
+	Approvals  ApprovalsCmd  `cmd:"" help:"List approvals the gateway is waiting for."`
+	Approve    ApproveCmd    `cmd:"" help:"Approve a pending approval: the waiting call proceeds."`
+	Deny       DenyCmd       `cmd:"" help:"Deny a pending approval: the waiting call is refused."`
 	Lock       LockCmd       `cmd:"" help:"Lock the vault: the gateway refuses every call until unlocked."`
 	Unlock     UnlockCmd     `cmd:"" help:"Unlock the vault."`
 	Init       InitCmd       `cmd:"" help:"Create a database and its signing key, and print the public key to keep elsewhere."`

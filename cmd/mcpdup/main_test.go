@@ -67,7 +67,8 @@ func TestVerifyExitCodes(t *testing.T) {
 		{[]string{"audit", "verify", "--export", fixture(fixtures.AuditSampleExport), "--key", "not-a-key"}, 2, "not-a-key"},
 		{[]string{"audit", "verify", "--bogus"}, 2, "unknown flag --bogus"},
 		{[]string{"audit", "verify", "-o", "yaml"}, 2, "must be one of"},
-		{[]string{"resolve", "act_1", "maybe", "--note", "x"}, 2, "must be one of"},
+		{[]string{"resolve", "act_1", "--note", "x"}, 2, "exactly one of --verified or --rejected"},
+		{[]string{"resolve", "act_1", "--verified", "--rejected", "--note", "x"}, 2, "exactly one of --verified or --rejected"},
 		{[]string{"frobnicate"}, 2, "unexpected argument frobnicate"},
 	}
 	for _, c := range cases {
@@ -79,7 +80,8 @@ func TestVerifyExitCodes(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"}} {
+	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"},
+		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}} {
 		code, out, _ := mcpdup(t, append(cmd, "--help")...)
 		if code != 0 || !strings.Contains(out, "Example") {
 			t.Errorf("mcpdup %s --help: exit %d, no example:\n%s", strings.Join(cmd, " "), code, out)
@@ -115,11 +117,11 @@ func TestOperatorFlow(t *testing.T) {
 		t.Fatalf("status: %d %s", code, out)
 	}
 
-	code, out, errs := mcpdup(t, "resolve", string(ids["ticket"]), "rejected", "--note", "no ticket exists in the tracker", "--operator", "bob")
+	code, out, errs := mcpdup(t, "resolve", string(ids["ticket"]), "--rejected", "--note", "no ticket exists in the tracker", "--operator", "bob")
 	if code != 0 || !strings.Contains(out, "rejected_by_operator") || !strings.Contains(out, "sealed by checkpoint") {
 		t.Fatalf("resolve: %d %s %s", code, out, errs)
 	}
-	code, _, errs = mcpdup(t, "resolve", string(ids["ticket"]), "verified", "--note", "again", "--operator", "bob")
+	code, _, errs = mcpdup(t, "resolve", string(ids["ticket"]), "--verified", "--note", "again", "--operator", "bob")
 	if code != 1 || !strings.Contains(errs, "not unknown") {
 		t.Fatalf("second resolve: %d %s", code, errs)
 	}

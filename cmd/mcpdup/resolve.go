@@ -11,7 +11,8 @@ import (
 // ResolveCmd records an operator's finding about an unknown outcome.
 type ResolveCmd struct {
 	Execution string `arg:"" help:"Execution id (act_...)." placeholder:"EXECUTION"`
-	Outcome   string `arg:"" enum:"verified,rejected" help:"verified: the action took effect at the target; rejected: it did not (a new call may act again)."`
+	Verified  bool   `xor:"outcome" help:"The action took effect at the target."`
+	Rejected  bool   `xor:"outcome" help:"The action did not take effect (a new call may act again)."`
 	Note      string `required:"" help:"What you checked, in a sentence (required)."`
 	Evidence  string `help:"A reference to the evidence: a ticket, a target record id, a URL."`
 	Operator  string `env:"USER" help:"Who is resolving (default: $USER)."`
@@ -24,8 +25,23 @@ and each only once. The resolution is appended to the tamper-evident log
 and a signed checkpoint is written right after it.
 
 Example:
-  mcpdup resolve act_01JD8Z2K3M4N5P6Q7R8S9T0V1W verified \
+  mcpdup resolve act_01JD8Z2K3M4N5P6Q7R8S9T0V1W --verified \
       --note "charge ch_9 is in the processor dashboard" --evidence https://dash.example/ch_9`
+}
+
+// Validate requires exactly one outcome.
+func (c *ResolveCmd) Validate() error {
+	if c.Verified == c.Rejected {
+		return fmt.Errorf("give exactly one of --verified or --rejected")
+	}
+	return nil
+}
+
+func (c *ResolveCmd) outcome() activity.ResolutionOutcome {
+	if c.Verified {
+		return activity.ResolutionVerified
+	}
+	return activity.ResolutionRejected
 }
 
 func (c *ResolveCmd) Run(g *Globals) error {
@@ -42,7 +58,7 @@ func (c *ResolveCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	e, cp, err := s.Resolve(ctx, activity.Resolution{ExecutionID: activity.ExecutionID(c.Execution),
-		Outcome: activity.ResolutionOutcome(c.Outcome), Operator: c.Operator, Note: c.Note, Evidence: c.Evidence})
+		Outcome: c.outcome(), Operator: c.Operator, Note: c.Note, Evidence: c.Evidence})
 	if err != nil {
 		return err
 	}

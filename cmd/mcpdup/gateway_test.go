@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+// buildBinary builds the real mcpdup binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcpdup")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestGatewayBinary runs `mcpdup gateway` as a real process: a call
+// through it, `mcpdup lock` while it runs, SIGTERM, and the sealed log
+// verifies afterwards.
+func TestGatewayBinary(t *testing.T) {
+	bin := buildBinary(t)
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	const token = "binary-test-token-0123456789"
+	cfg := filepath.Join(dir, "gateway.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+listen = "127.0.0.1:0"
+[[actor]]
+name = "agent:ci"
+token_env = "MCPDUP_TOKEN_CI"
+[[tool]]
+name = "deploy_release"
+url = "%s/v1/releases"
+contract = "repeatable_with_key"
+`, target.URL)), 0o600)
+	env := append(os.Environ(), "MCPDUP_DB="+filepath.Join(dir, "gw.db"), "MCPDUP_KEY_DIR="+filepath.Join(dir, "keys"),
+		"MCPDUP_TOKEN_CI="+token, "USER=ops")
+	cmd := exec.Command(bin, "gateway", "--config", cfg)
+	cmd.Env = env
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	var endpoint string
+	for lines.Scan() {
+		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
+			endpoint = strings.Fields(rest)[0]
+			break
+		}
+	}
+	if endpoint == "" {
+		t.Fatal("the gateway never said where it listens")
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := gatewaytest.Connect(ctx, endpoint, token, gatewaytest.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"v": 1}})
+	if err != nil || res.IsError {
+		t.Fatalf("call through the binary: %v %+v", err, res)
+	}
+	run := func(args ...string) string {
+		c := exec.Command(bin, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcpdup %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("lock", "--reason", "test")
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"v": 2}})
+	if err != nil || !res.IsError {
+		t.Fatalf("a locked vault must refuse: %v %+v", err, res)
+	}
+	run("unlock", "--reason", "test over")
+	cs.Close()
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gateway exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not stop on SIGTERM")
+	}
+	out := run("audit", "verify")
+	if !strings.Contains(out, "result: OK") || !strings.Contains(out, "every record is covered by a verified checkpoint") {
+		t.Fatalf("after a clean shutdown the log must verify and be sealed:\n%s", out)
+	}
+	s, err := activity.Open(context.Background(), filepath.Join(dir, "gw.db"), activity.Options{ReadOnly: true, KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cps, _ := s.Checkpoints(context.Background())
+	if len(cps) == 0 || cps[len(cps)-1].Reason != "shutdown" {
+		t.Fatalf("no shutdown checkpoint: %+v", cps)
+	}
+	if target.Total() != 1 {
+		t.Fatalf("target acted %d times", target.Total())
+	}
+}

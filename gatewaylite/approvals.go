@@ -1,0 +1,99 @@
+package gatewaylite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// awaitApprovals waits for the approvals an accepted execution needs (an
+// operator answers with `mcpdup approve` / `mcpdup deny` or the console),
+// up to the configured timeout, then authorizes and dispatches it, or
+// rejects it with the reason. An approval nobody answered in time expires.
+func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, ids []string) activity.Execution {
+	deadline := time.Now().Add(g.cfg.ApprovalTimeout.Duration)
+	var decided []activity.Approval
+	for _, id := range ids {
+		a, err := g.waitApproval(ctx, id, deadline)
+		if err != nil {
+			g.log.Error("approval", "approval", id, "error", err)
+			a.State, a.Note = activity.ApprovalExpired, err.Error()
+		}
+		decided = append(decided, a)
+		if a.State != activity.ApprovalApproved {
+			break
+		}
+	}
+	var next activity.Execution
+	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+		e, err := w.Execution(exec.ID)
+		if err != nil {
+			return err
+		}
+		if e.State != activity.StateAccepted {
+			next = e // settled elsewhere (a restart took it over)
+			return nil
+		}
+		var why []string
+		for _, a := range decided {
+			why = append(why, fmt.Sprintf("approval %s %s by %s%s", a.ID, a.State, a.Operator, noteText(a.Note)))
+			if a.State != activity.ApprovalApproved {
+				next, err = w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateAccepted, To: activity.StateRejected,
+					Reason: strings.Join(why, "; ")})
+				return err
+			}
+		}
+		next, err = g.authorizeAndDispatch(w, e, "", strings.Join(why, "; "))
+		return err
+	})
+	if err != nil {
+		g.log.Error("record approval outcome", "execution", exec.ID, "error", err)
+		if e, rerr := g.store.Execution(ctx, exec.ID); rerr == nil {
+			return e
+		}
+		return exec
+	}
+	return next
+}
+
+// waitApproval polls one approval until it is decided or the deadline
+// passes, when it records it as expired (unless an operator answered in
+// the meantime).
+func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Time) (activity.Approval, error) {
+	for {
+		a, err := g.store.Approval(ctx, id)
+		if err != nil {
+			return a, err
+		}
+		if a.State != activity.ApprovalPending {
+			return a, nil
+		}
+		if time.Now().After(deadline) {
+			_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+				_, err := w.DecideApproval(id, activity.ApprovalExpired, "gateway",
+					fmt.Sprintf("no answer within %s", g.cfg.ApprovalTimeout.Duration))
+				return err
+			})
+			if err != nil {
+				// Decided by an operator at the last moment: read it.
+				return g.store.Approval(ctx, id)
+			}
+			return g.store.Approval(ctx, id)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-g.stop:
+			return a, fmt.Errorf("gateway stopping")
+		}
+	}
+}
+
+func noteText(n string) string {
+	if n == "" {
+		return ""
+	}
+	return ": " + n
+}
