@@ -97,14 +97,18 @@ func TestSessionGrantAsk(t *testing.T) {
 	cs := h.connect(gatewaytest.ProtocolStateless, false)
 	meta := mcp.Meta{"mcpdup.dev/run_id": "run-A"}
 	first := make(chan *mcp.CallToolResult, 1)
-	go func() { first <- mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "1"}, meta) }()
+	go func() {
+		first <- mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "1"}, meta)
+	}()
 	as := h.waitApprovals(1)
 	if as[0].Kind != activity.ApprovalSession {
 		t.Fatalf("approval: %+v", as[0])
 	}
 	// A second call of the same run waits on the same session approval.
 	second := make(chan *mcp.CallToolResult, 1)
-	go func() { second <- mustCall(t, cs, "deploy_release", map[string]any{"service": "b", "version": "1"}, meta) }()
+	go func() {
+		second <- mustCall(t, cs, "deploy_release", map[string]any{"service": "b", "version": "1"}, meta)
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if n := len(h.pendingApprovals()); n != 1 {
 		t.Fatalf("%d pending approvals, want the one session approval", n)
