@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -269,4 +270,74 @@ func (h *harness) run(id activity.RunID) activity.Run {
 		h.t.Fatal(err)
 	}
 	return r
+}
+
+// TestLegacyStreamResumesInsteadOfResending: in the 2025 era a broken
+// response stream is resumed with GET + Last-Event-ID from the gateway's
+// event store; the agent gets its result without sending the call again.
+func TestLegacyStreamResumesInsteadOfResending(t *testing.T) {
+	h := newHarness(t, "")
+	h.target.Delay = 300e6 // the result comes after the cut
+	cs := h.connect(gatewaytest.ProtocolLegacy, true)
+	h.agentProxy.Plan = func(_ *http.Request, body []byte) gatewaytest.Fault {
+		if gatewaytest.IsToolsCall(body) {
+			return gatewaytest.CutStream
+		}
+		return gatewaytest.Pass
+	}
+	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "resume", "version": "1"}, nil)
+	if m := execMeta(t, res); res.IsError || m["state"] != "succeeded" || m["replayed"] != false {
+		t.Fatalf("resumed call: %v %s", m, resultText(res))
+	}
+	if h.agentProxy.Count(gatewaytest.CutStream) != 1 {
+		t.Fatalf("the stream was cut %d times", h.agentProxy.Count(gatewaytest.CutStream))
+	}
+	es := h.executions("deploy_release")
+	if len(es) != 1 || len(h.calls(es[0].ID)) != 1 || h.target.Total() != 1 {
+		t.Fatalf("resume must not resend: %d executions, %d calls, %d effects", len(es), len(h.calls(es[0].ID)), h.target.Total())
+	}
+	h.waitState(es[0].ID, activity.StateDelivered)
+}
+
+func TestDNSRebindingProtection(t *testing.T) {
+	h := newHarness(t, "")
+	req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(`{}`))
+	req.Host = "attacker.example:80"
+	req.Header.Set("Authorization", "Bearer "+agentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a non-loopback Host on a loopback listener: status %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestLateRepeatAfterWindowIsRecorded: once the attach window has passed,
+// the finished execution is a tombstone: a repeat acts again and its call
+// says it is a late repeat of the earlier execution.
+func TestLateRepeatAfterWindowIsRecorded(t *testing.T) {
+	h := newHarness(t, `
+[[tool]]
+name = "short_window"
+url = "{{proxy}}/v1/short"
+contract = "repeatable_with_key"
+attach_window = "200ms"
+`)
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	args := map[string]any{"x": 1}
+	mustCall(t, cs, "short_window", args, nil)
+	first := h.executions("short_window")[0]
+	h.waitState(first.ID, activity.StateDelivered)
+	time.Sleep(300 * time.Millisecond)
+	res := mustCall(t, cs, "short_window", args, nil)
+	if execMeta(t, res)["replayed"] != false || h.target.Total() != 2 {
+		t.Fatalf("after the window: %v, %d effects", execMeta(t, res), h.target.Total())
+	}
+	second := h.executions("short_window")[1]
+	calls := h.calls(second.ID)
+	if len(calls) != 1 || !strings.Contains(calls[0].Reason, "late repeat of "+string(first.ID)) {
+		t.Fatalf("the late repeat is not recorded as such: %+v", calls)
+	}
 }

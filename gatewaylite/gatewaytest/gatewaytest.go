@@ -6,6 +6,7 @@
 package gatewaytest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -163,10 +164,14 @@ const (
 	// then closes the client's connection without sending it: the target
 	// acted, the client never hears.
 	DropResponse
+	// CutStream forwards the response headers and its first server-sent
+	// event, then cuts the client's connection: a broken SSE stream the
+	// client can resume with Last-Event-ID.
+	CutStream
 )
 
 func (f Fault) String() string {
-	return [...]string{"pass", "drop-request", "drop-response"}[f]
+	return [...]string{"pass", "drop-request", "drop-response", "cut-stream"}[f]
 }
 
 // FaultProxy is an HTTP proxy on a loopback port that applies a fault to
@@ -179,7 +184,7 @@ type FaultProxy struct {
 	queue    []Fault
 	// Plan, when set, chooses the fault for exchanges with an empty queue.
 	Plan   func(r *http.Request, body []byte) Fault
-	counts [3]atomic.Int64
+	counts [4]atomic.Int64
 }
 
 // NewFaultProxy proxies to upstream (a base URL).
@@ -256,6 +261,10 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
+	if f == CutStream {
+		p.cutAfterFirstEvent(w, resp.Body)
+		return
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
@@ -269,6 +278,24 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// cutAfterFirstEvent relays one SSE event, then hangs up; the rest of the
+// upstream stream is drained so the upstream is not blocked.
+func (p *FaultProxy) cutAfterFirstEvent(w http.ResponseWriter, body io.Reader) {
+	br := bufio.NewReader(body)
+	var event bytes.Buffer
+	for !bytes.HasSuffix(event.Bytes(), []byte("\n\n")) {
+		b, err := br.ReadByte()
+		if err != nil {
+			break
+		}
+		event.WriteByte(b)
+	}
+	w.Write(event.Bytes())
+	http.NewResponseController(w).Flush()
+	go io.Copy(io.Discard, br)
+	hangUp(w)
 }
 
 // hangUp closes the client's connection with no response at all.
