@@ -122,7 +122,7 @@ func TestGatewayKilledMidFlight(t *testing.T) {
 			endpoint := "http://" + addr + "/mcp"
 			gw := startGatewayProcess(t, config, db, keys, addr)
 			hold := make(chan struct{})
-			target.Hold = hold
+			target.SetHold(hold)
 			before := target.Total()
 
 			cs, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolStateless)
@@ -139,7 +139,7 @@ func TestGatewayKilledMidFlight(t *testing.T) {
 			if err := <-errc; err == nil {
 				t.Fatal("the call survived the gateway's death")
 			}
-			target.Hold = nil
+			target.SetHold(nil)
 			close(hold) // the target finishes acting; nobody hears the answer
 
 			startGatewayProcess(t, config, db, keys, addr)

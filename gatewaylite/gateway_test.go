@@ -158,7 +158,7 @@ func dropFirstCall() func(*http.Request, []byte) gatewaytest.Fault {
 
 func TestConcurrentIdenticalCallsDispatchOnce(t *testing.T) {
 	h := newHarness(t, "")
-	h.target.Delay = 100e6 // 100ms: the calls overlap
+	h.target.SetDelay(100e6) // 100ms: the calls overlap
 	const n = 16
 	var wg sync.WaitGroup
 	results := make([]*mcp.CallToolResult, n)
@@ -277,7 +277,7 @@ func (h *harness) run(id activity.RunID) activity.Run {
 // event store; the agent gets its result without sending the call again.
 func TestLegacyStreamResumesInsteadOfResending(t *testing.T) {
 	h := newHarness(t, "")
-	h.target.Delay = 300e6 // the result comes after the cut
+	h.target.SetDelay(300e6) // the result comes after the cut
 	cs := h.connect(gatewaytest.ProtocolLegacy, true)
 	h.agentProxy.Plan = func(_ *http.Request, body []byte) gatewaytest.Fault {
 		if gatewaytest.IsToolsCall(body) {

@@ -33,11 +33,24 @@ type Target struct {
 	byKey   map[string]storedAnswer // Idempotency-Key → first answer
 	keyed   map[string]string       // Idempotency-Key → body
 	total   atomic.Int64
-	// Hold, when set, makes the action wait until it is closed: the effect
-	// is counted first, so a client cut during the wait leaves an effect.
-	Hold chan struct{}
-	// Delay is slept after acting and before answering.
-	Delay time.Duration
+	hold    chan struct{}
+	delay   time.Duration
+}
+
+// SetHold makes each action wait until hold is closed (nil: no wait). The
+// effect is counted first, so a client cut during the wait leaves an
+// effect behind.
+func (t *Target) SetHold(hold chan struct{}) {
+	t.mu.Lock()
+	t.hold = hold
+	t.mu.Unlock()
+}
+
+// SetDelay makes each action sleep d after acting, before answering.
+func (t *Target) SetDelay(d time.Duration) {
+	t.mu.Lock()
+	t.delay = d
+	t.mu.Unlock()
 }
 
 type storedAnswer struct {
@@ -102,12 +115,12 @@ func (t *Target) act(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		t.byKey[key], t.keyed[key] = answer, intent
 	}
-	hold := t.Hold
+	hold, delay := t.hold, t.delay
 	t.mu.Unlock()
 	if hold != nil {
 		<-hold
 	}
-	time.Sleep(t.Delay)
+	time.Sleep(delay)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(answer.status)
 	w.Write(answer.body)
