@@ -71,6 +71,7 @@ type Store struct {
 	path   string
 	w      *sql.DB // one connection: BEGIN IMMEDIATE serialises writers
 	r      *sql.DB // readers; WAL lets them run beside the writer
+	ckpt   *sql.DB // WAL checkpoints, off the commit path
 	origin string
 	opts   Options
 
@@ -121,6 +122,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly {
 		s.committer.Add(1)
 		go s.commitLoop()
+		s.stopped.Add(1)
+		go s.checkpointLoop()
 	}
 	if !opts.ReadOnly && s.signer != nil {
 		s.stopped.Add(1)
@@ -164,6 +167,9 @@ func (s *Store) openPools() error {
 		// "dispatched" being durable before the first byte goes out.
 		q.Add("_pragma", "synchronous(FULL)")
 		q.Add("_pragma", "mmap_size(4294967296)")
+		// Checkpoints run on their own connection (checkpointLoop) so a
+		// commit never waits for the WAL to be copied into the database.
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 		q.Set("_txlock", "immediate")
 	}
 	dsn := "file:" + (&url.URL{Path: s.path}).EscapedPath() + "?" + q.Encode()
@@ -187,12 +193,50 @@ func (s *Store) openPools() error {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4) // reopening a connection costs more than most queries
 	s.r = r
+	if !s.opts.ReadOnly {
+		cq := url.Values{}
+		cq.Add("_pragma", "busy_timeout(10000)")
+		c, err := sql.Open("sqlite", "file:"+(&url.URL{Path: s.path}).EscapedPath()+"?"+cq.Encode())
+		if err != nil {
+			r.Close()
+			w.Close()
+			return fmt.Errorf("open %s: %w", s.path, err)
+		}
+		c.SetMaxOpenConns(1)
+		s.ckpt = c
+	}
 	return nil
+}
+
+// checkpointLoop copies the WAL into the database file in the background,
+// without blocking writers (PASSIVE), so the WAL stays small.
+func (s *Store) checkpointLoop() {
+	defer s.stopped.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			s.checkpointWAL("PASSIVE")
+		}
+	}
+}
+
+func (s *Store) checkpointWAL(mode string) {
+	if _, err := s.ckpt.Exec("PRAGMA wal_checkpoint(" + mode + ")"); err != nil {
+		// Not fatal: the WAL keeps the data; the next attempt copies it.
+		return
+	}
 }
 
 func (s *Store) closePools() {
 	s.r.Close()
 	s.w.Close()
+	if s.ckpt != nil {
+		s.ckpt.Close()
+	}
 }
 
 func (s *Store) init(ctx context.Context, created bool) error {
@@ -327,6 +371,7 @@ func (s *Store) Close() error {
 			if s.signer != nil {
 				_, err = s.Seal(context.Background(), SealShutdown)
 			}
+			s.checkpointWAL("TRUNCATE")
 		}
 		s.closePools()
 	})
