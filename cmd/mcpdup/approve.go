@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -27,7 +26,7 @@ Example:
 
 func (c *ApprovalsCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, readStore)
 	if err != nil {
 		return err
 	}
@@ -91,14 +90,11 @@ func (c *DenyCmd) Run(g *Globals) error {
 }
 
 func decide(g *Globals, id string, state activity.ApprovalState, operator, note string) error {
-	if operator == "" {
-		return fmt.Errorf("--operator is required when $USER is not set")
+	if err := requireOperator(operator); err != nil {
+		return err
 	}
 	ctx := context.Background()
-	if _, err := os.Stat(g.dbPath()); err != nil {
-		return fmt.Errorf("open %s: %w", g.dbPath(), err)
-	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, writeStore)
 	if err != nil {
 		return err
 	}

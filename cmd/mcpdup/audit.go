@@ -85,7 +85,7 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 		}
 		return audit.VerifyExportFile(c.Export, opts)
 	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, readStore)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +137,7 @@ Example:
 
 func (c *CheckpointCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	if _, err := os.Stat(g.dbPath()); err != nil {
-		return fmt.Errorf("open %s: %w", g.dbPath(), err)
-	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, writeStore)
 	if err != nil {
 		return err
 	}
@@ -176,7 +173,7 @@ Example:
 
 func (c *KeyCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, readStore)
 	if err != nil {
 		return err
 	}

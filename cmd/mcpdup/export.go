@@ -32,10 +32,7 @@ Example:
 
 func (c *ExportCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	if _, err := os.Stat(g.dbPath()); err != nil {
-		return fmt.Errorf("open %s: %w", g.dbPath(), err)
-	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, writeStore)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	store, err := g.openStore(ctx, createStore)
 	if err != nil {
 		return err
 	}
@@ -115,14 +115,11 @@ func (c *UnlockCmd) Help() string {
 func (c *UnlockCmd) Run(g *Globals) error { return setVault(g, false, c.Operator, c.Reason) }
 
 func setVault(g *Globals, locked bool, operator, reason string) error {
-	if operator == "" {
-		return errors.New("--operator is required when $USER is not set")
+	if err := requireOperator(operator); err != nil {
+		return err
 	}
 	ctx := context.Background()
-	if _, err := os.Stat(g.dbPath()); err != nil {
-		return fmt.Errorf("open %s: %w", g.dbPath(), err)
-	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, writeStore)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,35 @@ func (g *Globals) dbPath() string {
 		return g.DB
 	}
 	return activity.DefaultDB()
+}
+
+// storeMode says how a command opens the database.
+type storeMode int
+
+const (
+	readStore   storeMode = iota // read-only; the database must exist
+	writeStore                   // read-write; the database must exist
+	createStore                  // read-write; created if missing (init, gateway)
+)
+
+// openStore opens the database for a command. Only init and gateway create
+// one: a typo in --db elsewhere must not leave an empty database behind.
+func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
+	path := g.dbPath()
+	if mode == writeStore {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	return activity.Open(ctx, path, activity.Options{ReadOnly: mode == readStore, KeyDir: g.keyDir()})
+}
+
+// requireOperator names who acts, for commands that record it.
+func requireOperator(op string) error {
+	if op == "" {
+		return errors.New("--operator is required when $USER is not set")
+	}
+	return nil
 }
 
 func (g *Globals) keyDir() string {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -45,14 +44,11 @@ func (c *ResolveCmd) outcome() activity.ResolutionOutcome {
 }
 
 func (c *ResolveCmd) Run(g *Globals) error {
-	if c.Operator == "" {
-		return fmt.Errorf("--operator is required when $USER is not set")
+	if err := requireOperator(c.Operator); err != nil {
+		return err
 	}
 	ctx := context.Background()
-	if _, err := os.Stat(g.dbPath()); err != nil {
-		return fmt.Errorf("open %s: %w", g.dbPath(), err)
-	}
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, writeStore)
 	if err != nil {
 		return err
 	}

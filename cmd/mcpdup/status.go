@@ -35,7 +35,7 @@ type statusOutput struct {
 
 func (c *StatusCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{ReadOnly: true, KeyDir: g.keyDir()})
+	s, err := g.openStore(ctx, readStore)
 	if err != nil {
 		return err
 	}
