@@ -92,6 +92,7 @@ const (
 
 // Run is one agent process as the Sessions log saw it.
 type Run struct {
+	Seq          int64             `json:"-"` // log record, when read from the store
 	ID           RunID             `json:"id"`
 	Actor        string            `json:"actor"`
 	IdentifiedBy RunIdentification `json:"identified_by"`
@@ -126,6 +127,7 @@ const (
 // Call is one protocol request as received: the protocol correlation. A
 // call is not an action; it creates an execution or attaches to one.
 type Call struct {
+	Seq    int64  `json:"-"` // log record, when read from the store
 	ID     CallID `json:"id"`
 	RunID  RunID  `json:"run_id,omitempty"`
 	Actor  string `json:"actor"`
@@ -198,13 +200,16 @@ type Execution struct {
 	Action
 	// Fingerprint is "hmac-sha256:<hex>" over the canonical Action, keyed
 	// by the gateway key named FingerprintKeyID.
-	Fingerprint      string      `json:"fingerprint,omitempty"`
-	FingerprintKeyID string      `json:"fingerprint_key_id,omitempty"`
-	RunID            RunID       `json:"run_id,omitempty"`
-	Contract         Contract    `json:"contract"`
-	State            State       `json:"state"`
-	CreatedByCall    CallID      `json:"created_by_call,omitempty"`
-	IdempotencyKey   Opt[string] `json:"idempotency_key,omitzero"` // sent to the target
+	Fingerprint      string   `json:"fingerprint,omitempty"`
+	FingerprintKeyID string   `json:"fingerprint_key_id,omitempty"`
+	RunID            RunID    `json:"run_id,omitempty"`
+	Contract         Contract `json:"contract"`
+	State            State    `json:"state"`
+	CreatedByCall    CallID   `json:"created_by_call,omitempty"`
+	// Window is the tool's attach window: how long a matching call counts
+	// as a retry of this execution. Imported logs rarely record it.
+	Window         Opt[time.Duration] `json:"attach_window,omitzero"`
+	IdempotencyKey Opt[string]        `json:"idempotency_key,omitzero"` // sent to the target
 	// Outcome as the target reported it.
 	TargetStatus Opt[int] `json:"target_status,omitzero"` // HTTP status
 	ExitCode     Opt[int] `json:"exit_code,omitzero"`     // SSH exit code

@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
-	not_recorded, source_id, source_line, outcome FROM executions`
+	not_recorded, source_id, source_line, outcome, attach_window_ms FROM executions`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -25,13 +25,13 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		e                                              Execution
 		args, notRecorded                              string
 		fp, fpKey, runID, byCall, idemKey, resRef, msg sql.NullString
-		status, exit, srcLine                          sql.NullInt64
+		status, exit, srcLine, window                  sql.NullInt64
 		srcID, outcome                                 sql.NullString
 		times                                          [7]sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
-		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome)
+		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome, &window)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
@@ -58,6 +58,9 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 	}
 	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64}
 	e.Outcome = Outcome(outcome.String)
+	if window.Valid {
+		e.Window = Some(time.Duration(window.Int64) * time.Millisecond)
+	}
 	return e, nil
 }
 
@@ -150,7 +153,7 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	return out, rows.Err()
 }
 
-const callSelect = `SELECT id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version,
+const callSelect = `SELECT seq, id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version,
 	received_at, arguments, disposition, execution_id, reason, source_id, source_line FROM calls`
 
 func scanCall(row rowScanner) (Call, error) {
@@ -161,7 +164,7 @@ func scanCall(row rowScanner) (Call, error) {
 		line                                   sql.NullInt64
 		received                               string
 	)
-	if err := row.Scan(&c.ID, &run, &c.Actor, &c.Method, &tool, &rpc, &sess, &stream, &ev, &prot, &received,
+	if err := row.Scan(&c.Seq, &c.ID, &run, &c.Actor, &c.Method, &tool, &rpc, &sess, &stream, &ev, &prot, &received,
 		&args, &c.Disposition, &exec, &reason, &src, &line); err != nil {
 		return c, err
 	}
@@ -203,8 +206,8 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	var started string
 	var ended, detail, src sql.NullString
 	var line sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
-		FROM runs WHERE id = ?`, string(id)).Scan(&r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line)
+	err := s.r.QueryRowContext(ctx, `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
+		FROM runs WHERE id = ?`, string(id)).Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
@@ -442,4 +445,81 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.ByState[state] = n
 	}
 	return st, rows.Err()
+}
+
+// CallRow is a call joined with the identity of the execution it created
+// or attached to: what suspect detection groups.
+type CallRow struct {
+	ID          CallID
+	RunID       RunID
+	Actor       string
+	ReceivedAt  time.Time
+	Disposition Disposition
+	ExecutionID ExecutionID
+	Tool        string
+	Target      string
+	Method      string
+	Arguments   []byte // canonical
+	Contract    Contract
+	Fingerprint string
+	Window      Opt[time.Duration]
+}
+
+// ScanCalls streams every call that created or attached to an execution,
+// in the order they were received. The row passed to fn is reused: copy
+// what you keep.
+func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT c.id, c.run_id, c.actor, c.received_at, c.disposition, c.execution_id,
+		e.tool, e.target, e.method, e.arguments, e.contract, e.fingerprint, e.attach_window_ms
+		FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`)
+	if err != nil {
+		return fmt.Errorf("scan calls: %w", err)
+	}
+	defer rows.Close()
+	var r CallRow
+	for rows.Next() {
+		var run, fp sql.NullString
+		var window sql.NullInt64
+		var received string
+		if err := rows.Scan(&r.ID, &run, &r.Actor, &received, &r.Disposition, &r.ExecutionID,
+			&r.Tool, &r.Target, &r.Method, &r.Arguments, &r.Contract, &fp, &window); err != nil {
+			return fmt.Errorf("scan calls: %w", err)
+		}
+		r.RunID, r.Fingerprint = RunID(run.String), fp.String
+		r.Window = Opt[time.Duration]{time.Duration(window.Int64) * time.Millisecond, window.Valid}
+		if r.ReceivedAt, err = parseTime(received); err != nil {
+			return fmt.Errorf("call %s: received_at: %w", r.ID, err)
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// TransitionsOf returns the transitions of several executions, in log
+// order.
+func (s *Store) TransitionsOf(ctx context.Context, ids []ExecutionID) (map[ExecutionID][]Transition, error) {
+	out := make(map[ExecutionID][]Transition, len(ids))
+	for _, id := range ids {
+		trs, err := s.Transitions(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = trs
+	}
+	return out, nil
+}
+
+// Record reads one log record by seq, decoded (for citing evidence).
+func (s *Store) Record(ctx context.Context, seq int64) (Record, error) {
+	var b []byte
+	err := s.r.QueryRowContext(ctx, `SELECT canonical FROM audit_log WHERE seq = ?`, seq).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, fmt.Errorf("record %d: %w", seq, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return DecodeRecord(b)
 }

@@ -1,5 +1,10 @@
 package activity
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // migrations are applied in order; PRAGMA user_version records how many ran.
 // Never edit a released migration: append a new one. SCHEMA.md documents
 // the result for people querying with sqlite3.
@@ -101,6 +106,7 @@ CREATE TABLE executions(
 	contract           TEXT NOT NULL,
 	state              TEXT NOT NULL,
 	created_by_call    TEXT,
+	attach_window_ms   INTEGER,     -- the tool's attach window; NULL: not recorded
 	idempotency_key    TEXT,        -- NULL: not recorded; '' none sent
 	target_status      INTEGER,
 	exit_code          INTEGER,
@@ -202,3 +208,13 @@ var UnresolvedStates = []State{StateAccepted, StateAuthorized, StateDispatched, 
 
 // SchemaVersion is the schema this build reads and writes.
 var SchemaVersion = len(migrations)
+
+// SchemaID identifies the exact schema text (for caches of generated
+// databases, which must not outlive a schema change).
+func SchemaID() string {
+	h := sha256.New()
+	for _, m := range migrations {
+		h.Write([]byte(m))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}

@@ -128,7 +128,8 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 			return err
 		}
 		e := activity.Execution{ID: call.ExecutionID, Action: action, Fingerprint: fingerprint, FingerprintKeyID: g.fp.KeyID,
-			RunID: run.id, Contract: spec.contract, CreatedByCall: call.ID, IdempotencyKey: activity.Some("")}
+			RunID: run.id, Contract: spec.contract, CreatedByCall: call.ID, IdempotencyKey: activity.Some(""),
+			Window: activity.Some(spec.window)}
 		if spec.channel == activity.ChannelHTTP {
 			e.IdempotencyKey = activity.Some(string(e.ID))
 		}

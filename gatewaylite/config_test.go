@@ -42,7 +42,7 @@ input_schema = '{"type":"array"}'`: "tool x: input_schema",
 name = "x"
 url = "http://h/x"
 attach_window = "forever"`: `duration "forever"`,
-		minimalActor + `colour = "blue"`: "unknown field",
+		minimalActor + `colour = "blue"`:         "unknown field",
 		minimalActor + `session_grant = "maybe"`: "session_grant",
 		minimalActor + `[[upstream]]
 name = "u"`: "upstream 1: name and exactly one of command or url",

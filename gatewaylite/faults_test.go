@@ -153,3 +153,22 @@ func TestFaultDuringResultDeliveryOfBlockedTool(t *testing.T) {
 		t.Fatalf("target acted %d times", h.target.Total())
 	}
 }
+
+// TestNoHiddenResendOnReusedConnection: a broken keep-alive connection
+// must not make the HTTP client resend a blocked tool's request behind the
+// record's back (net/http does that for requests with Idempotency-Key).
+func TestNoHiddenResendOnReusedConnection(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	// Warm a pooled connection to the target proxy.
+	mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue}, nil)
+	h.proxy.Next(gatewaytest.DropResponse)
+	res := mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 2, "card_token": secretValue}, nil)
+	if m := execMeta(t, res); m["state"] != "pending_verification" {
+		t.Fatalf("a dropped answer on a reused connection: %v %s", m, resultText(res))
+	}
+	if h.proxy.Count(gatewaytest.Pass)+h.proxy.Count(gatewaytest.DropResponse) != 2 {
+		t.Fatalf("the target proxy saw %d+%d requests: a hidden resend happened",
+			h.proxy.Count(gatewaytest.Pass), h.proxy.Count(gatewaytest.DropResponse))
+	}
+}

@@ -113,6 +113,13 @@ func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args
 	if err != nil {
 		return Outcome{State: activity.StateFailedBefore, Reason: "build request: " + err.Error()}
 	}
+	// net/http silently resends a request that carries Idempotency-Key when
+	// a reused connection breaks, if it can rewind the body. That would be
+	// a second send the record does not show, and for a tool that must not
+	// be resent after an unknown outcome, a possible second action. Without
+	// GetBody it cannot rewind, so it never resends; our own recovery does,
+	// recorded, when the contract allows it.
+	req.GetBody = nil
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

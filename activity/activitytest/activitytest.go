@@ -109,13 +109,15 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 	for i, st := range steps {
 		var id activity.ExecutionID
 		_, err := s.Write(ctx, func(w *activity.Writer) error {
+			id = activity.NewExecutionID(w.Now())
 			call, err := w.RecordCall(activity.Call{RunID: st.run.ID, Actor: st.run.Actor, Method: "tools/call", Tool: st.tool,
 				JSONRPCID: activity.Some(fmt.Sprint(i + 2)), SessionID: activity.Some("mcp-sess-" + string(st.run.Evidence)),
-				ProtocolVersion: activity.Some("2025-11-25"), Arguments: json.RawMessage(st.args), Disposition: activity.DispositionNewExecution})
+				ProtocolVersion: activity.Some("2025-11-25"), Arguments: json.RawMessage(st.args), Disposition: activity.DispositionNewExecution,
+				ExecutionID: id})
 			if err != nil {
 				return err
 			}
-			e, err := w.Accept(activity.Execution{
+			e, err := w.Accept(activity.Execution{ID: id,
 				Action: activity.Action{Actor: st.run.Actor, Tool: st.tool, Channel: activity.ChannelHTTP,
 					Target: "http://127.0.0.1:9400/v1/" + st.tool, Method: "POST", CredentialRef: "deploy-service",
 					Arguments: json.RawMessage(st.args), IntentScope: "run:" + string(st.run.ID)},
@@ -205,12 +207,13 @@ func Fill(ctx context.Context, s *activity.Store, n, batch int) error {
 
 func oneExecution(w *activity.Writer, i int) error {
 	args := json.RawMessage(fmt.Sprintf(`{"service":"svc-%d","version":"1.%d.0"}`, i%97, i%13))
+	id := activity.NewExecutionID(w.Now())
 	call, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release",
-		JSONRPCID: activity.Some(fmt.Sprint(i)), Arguments: args, Disposition: activity.DispositionNewExecution})
+		JSONRPCID: activity.Some(fmt.Sprint(i)), Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id})
 	if err != nil {
 		return err
 	}
-	e, err := w.Accept(activity.Execution{
+	e, err := w.Accept(activity.Execution{ID: id,
 		Action: activity.Action{Actor: "agent:bulk", Tool: "deploy_release", Channel: activity.ChannelHTTP,
 			Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", CredentialRef: "deploy-service", Arguments: args},
 		Fingerprint: fmt.Sprintf("hmac-sha256:%064x", i), FingerprintKeyID: "fp1",

@@ -18,7 +18,7 @@ const benchRecords = 1_000_000
 // (building it takes about a minute).
 func benchLog(b *testing.B) (path, keyDir, pub string) {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-verify-%d-v%d-tree2", benchRecords, activity.SchemaVersion))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-verify-%d-%s", benchRecords, activity.SchemaID()))
 	path, keyDir = filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
 		os.RemoveAll(dir)

@@ -79,6 +79,7 @@ type CLI struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
+	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
 	Approvals  ApprovalsCmd  `cmd:"" help:"List approvals the gateway is waiting for."`
 	Approve    ApproveCmd    `cmd:"" help:"Approve a pending approval: the waiting call proceeds."`
 	Deny       DenyCmd       `cmd:"" help:"Deny a pending approval: the waiting call is refused."`

@@ -81,7 +81,7 @@ func TestVerifyExitCodes(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"},
-		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}} {
+		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}, {"analyze"}} {
 		code, out, _ := mcpdup(t, append(cmd, "--help")...)
 		if code != 0 || !strings.Contains(out, "Example") {
 			t.Errorf("mcpdup %s --help: exit %d, no example:\n%s", strings.Join(cmd, " "), code, out)
@@ -189,5 +189,42 @@ func TestShellCompletion(t *testing.T) {
 	code, out, _ = mcpdup(t, "completion", "bash")
 	if code != 0 || !strings.HasPrefix(out, "complete -C ") || !strings.HasSuffix(out, " mcpdup\n") {
 		t.Fatalf("completion bash: %d %q", code, out)
+	}
+}
+
+func TestAnalyzeCommand(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fixtures.BuildIncident(context.Background(), s, keys); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	t.Setenv("MCPDUP_DB", db)
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+
+	code, out, errs := mcpdup(t, "analyze", "-o", "json")
+	var res struct {
+		Total  int            `json:"total"`
+		Counts map[string]int `json:"counts"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Total != len(fixtures.Scenarios) || res.Counts["duplicate"] != 1 {
+		t.Fatalf("analyze -o json: exit %d, %+v\n%s", code, res, errs)
+	}
+	code, out, _ = mcpdup(t, "analyze", "-q")
+	if code != 0 || !strings.Contains(out, "✖  duplicate") || !strings.Contains(out, "Q3 unknown") || !strings.Contains(out, "10 suspects") {
+		t.Fatalf("analyze table:\n%s", out)
+	}
+	code, out, _ = mcpdup(t, "analyze", "-o", "markdown")
+	if code != 0 || !strings.Contains(out, "# Suspected duplicate actions") || !strings.Contains(out, "**Recommended fix:**") {
+		t.Fatalf("analyze markdown:\n%s", out)
+	}
+	for flag, want := range map[string]int{"none": 0, "duplicate": 1, "risk": 1, "unknown": 1} {
+		if code, _, _ := mcpdup(t, "analyze", "--fail-on", flag); code != want {
+			t.Errorf("--fail-on %s: exit %d, want %d", flag, code, want)
+		}
 	}
 }

@@ -35,6 +35,15 @@ type Target struct {
 	total   atomic.Int64
 	hold    chan struct{}
 	delay   time.Duration
+	fail    int // answer this many more actions 503 without acting
+}
+
+// FailNext makes the next n actions answer 503 without acting: a known
+// failure, no effect.
+func (t *Target) FailNext(n int) {
+	t.mu.Lock()
+	t.fail = n
+	t.mu.Unlock()
 }
 
 // SetHold makes each action wait until hold is closed (nil: no wait). The
@@ -101,6 +110,12 @@ func (t *Target) act(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	intent := r.URL.Path + " " + string(body)
 	t.mu.Lock()
+	if t.fail > 0 {
+		t.fail--
+		t.mu.Unlock()
+		http.Error(w, `{"error":"temporarily unavailable, nothing done"}`, http.StatusServiceUnavailable)
+		return
+	}
 	if a, ok := t.byKey[key]; ok && key != "" {
 		t.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,9 +21,23 @@ type PassThrough struct {
 	*httptest.Server
 }
 
+// PassEvent is what a pass-through proxy could log about one call: the
+// request it forwarded and what came back (its access log).
+type PassEvent struct {
+	Tool      string
+	Target    string
+	Arguments json.RawMessage
+	Session   string // the MCP session header, if any
+	Sent      time.Time
+	Done      time.Time
+	Status    int    // 0: no response
+	Err       string // transport error, when no response
+}
+
 // NewPassThrough serves tools (name → target URL) over Streamable HTTP
-// (stateless), accepting any bearer token.
-func NewPassThrough(tools map[string]string) *PassThrough {
+// (stateless), accepting any bearer token. record, if set, is called
+// once per forwarded call.
+func NewPassThrough(tools map[string]string, record ...func(PassEvent)) *PassThrough {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "passthrough", Version: "1"}, nil)
 	client := &http.Client{}
 	for name, url := range tools {
@@ -33,11 +48,24 @@ func NewPassThrough(tools map[string]string) *PassThrough {
 					return nil, err
 				}
 				r.Header.Set("Content-Type", "application/json")
+				ev := PassEvent{Tool: name, Target: url, Arguments: req.Params.Arguments, Sent: time.Now()}
+				if req.Extra != nil {
+					ev.Session = req.Extra.Header.Get("Mcp-Session-Id")
+				}
 				resp, err := client.Do(r)
+				ev.Done = time.Now()
 				if err != nil {
+					ev.Err = err.Error()
+					for _, rec := range record {
+						rec(ev)
+					}
 					return nil, fmt.Errorf("upstream: %w", err) // the agent sees an error, and retries
 				}
 				defer resp.Body.Close()
+				ev.Status = resp.StatusCode
+				for _, rec := range record {
+					rec(ev)
+				}
 				b, _ := io.ReadAll(resp.Body)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: resp.StatusCode >= 400}, nil
 			})

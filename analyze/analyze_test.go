@@ -1,0 +1,227 @@
+package analyze_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/fixtures"
+)
+
+var ctx = context.Background()
+
+var (
+	incidentOnce  sync.Once
+	incidentStore *activity.Store
+	incidentErr   error
+	tempDir       string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if tempDir, err = os.MkdirTemp("", "mcpdup-analyze-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if incidentStore != nil {
+		incidentStore.Close()
+	}
+	os.RemoveAll(tempDir)
+	os.Exit(code)
+}
+
+// incident builds the scripted incident once (real gateway, real faults)
+// and shares the read-only result between tests.
+func incident(t *testing.T) *activity.Store {
+	t.Helper()
+	incidentOnce.Do(func() {
+		dir := tempDir
+		path, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
+		s, err := activity.Open(ctx, path, activity.Options{KeyDir: keys})
+		if err != nil {
+			incidentErr = err
+			return
+		}
+		if incidentErr = fixtures.BuildIncident(ctx, s, keys); incidentErr != nil {
+			return
+		}
+		s.Close()
+		incidentStore, incidentErr = activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
+	})
+	if incidentErr != nil {
+		t.Fatal(incidentErr)
+	}
+	return incidentStore
+}
+
+func suspectsByTool(t *testing.T, s *activity.Store) map[string]*analyze.Suspect {
+	t.Helper()
+	all, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*analyze.Suspect{}
+	for _, sus := range all {
+		if out[sus.Tool] != nil {
+			t.Fatalf("two suspects for %s", sus.Tool)
+		}
+		out[sus.Tool] = sus
+	}
+	return out
+}
+
+// want lists, per scenario, the five answers in order.
+var wantAnswers = map[string]string{
+	"attached":      "unknown yes yes no yes", // two MCP sessions: a reconnect, or two processes?
+	"pending":       "yes yes no no yes",
+	"locked":        "yes no no no yes",
+	"failed_first":  "yes yes yes no no",
+	"two_runs":      "no yes yes no no",
+	"repeat":        "yes yes yes no no",
+	"read_only":     "yes yes yes no no",
+	"pt_duplicate":  "unknown yes yes unknown unknown",
+	"pt_risk":       "unknown yes no no unknown",
+	"pt_no_outcome": "unknown yes unknown no unknown",
+}
+
+func TestIncidentVerdictsAndAnswers(t *testing.T) {
+	s := incident(t)
+	got := suspectsByTool(t, s)
+	if len(got) != len(fixtures.Scenarios) {
+		t.Errorf("%d suspects, want one per scenario (%d)", len(got), len(fixtures.Scenarios))
+	}
+	for _, sc := range fixtures.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			sus := got[sc.Tool]
+			if sus == nil {
+				t.Fatalf("no suspect for %s (%s)", sc.Tool, sc.Story)
+			}
+			if string(sus.Verdict) != sc.Verdict {
+				t.Errorf("verdict %s, want %s\n%s", sus.Verdict, sc.Verdict, dump(sus))
+			}
+			var answers []string
+			for _, q := range sus.Questions {
+				answers = append(answers, string(q.Answer))
+			}
+			if a := strings.Join(answers, " "); a != wantAnswers[sc.Name] {
+				t.Errorf("answers %q, want %q\n%s", a, wantAnswers[sc.Name], dump(sus))
+			}
+			checkEvidence(t, s, sus)
+		})
+	}
+}
+
+// checkEvidence resolves every cited record and checks it is about this
+// suspect: a call of the group, or a transition or run of its executions.
+func checkEvidence(t *testing.T, s *activity.Store, sus *analyze.Suspect) {
+	t.Helper()
+	calls, execs := map[string]bool{}, map[string]bool{}
+	for _, c := range sus.Calls {
+		calls[string(c.ID)] = true
+	}
+	for _, e := range sus.Executions {
+		execs[string(e.ID)] = true
+	}
+	for _, q := range sus.Questions {
+		if q.Answer != analyze.Unknown && len(q.Evidence) == 0 && q.Finding != "no_result" && q.Finding != "not_sent" {
+			t.Errorf("Q%d answers %s with no evidence: %s", q.N, q.Answer, q.Explanation)
+		}
+		if q.Answer == analyze.Unknown && q.Missing == "" && q.N != 5 {
+			t.Errorf("Q%d is unknown but does not say what the log lacks", q.N)
+		}
+		for _, ev := range q.Evidence {
+			rec, err := s.Record(ctx, ev.Seq)
+			if err != nil {
+				t.Fatalf("Q%d cites record %d: %v", q.N, ev.Seq, err)
+			}
+			var data struct {
+				ID          string `json:"id"`
+				ExecutionID string `json:"execution_id"`
+				To          string `json:"to"`
+				Actor       string `json:"actor"`
+			}
+			json.Unmarshal(rec.Data, &data)
+			switch rec.Kind {
+			case activity.KindCall:
+				if !calls[data.ID] {
+					t.Errorf("Q%d cites call record %d (%s), not of this suspect", q.N, ev.Seq, data.ID)
+				}
+			case activity.KindTransition:
+				if !execs[data.ExecutionID] || !strings.Contains(ev.What, data.To) && !strings.Contains(ev.What, strings.ReplaceAll(data.To, "_", " ")) {
+					t.Errorf("Q%d cites transition %d (%s → %s) as %q", q.N, ev.Seq, data.ExecutionID, data.To, ev.What)
+				}
+			case activity.KindExecution:
+				if !execs[data.ID] {
+					t.Errorf("Q%d cites execution record %d (%s), not of this suspect", q.N, ev.Seq, data.ID)
+				}
+			case activity.KindRun:
+				if !strings.Contains(ev.What, data.ID) {
+					t.Errorf("Q%d cites run record %d (%s) as %q", q.N, ev.Seq, data.ID, ev.What)
+				}
+			default:
+				t.Errorf("Q%d cites a %s record", q.N, rec.Kind)
+			}
+		}
+	}
+}
+
+func TestUnknownSaysWhatIsMissing(t *testing.T) {
+	sus := suspectsByTool(t, incident(t))["pt_send_email"]
+	q3 := sus.Questions[2]
+	if q3.Answer != analyze.Unknown || q3.Missing != "the log does not record the target's response" {
+		t.Fatalf("Q3: %+v", q3)
+	}
+	if len(sus.Missing) == 0 || sus.Verdict != analyze.VerdictInsufficient {
+		t.Fatalf("suspect: %+v", sus)
+	}
+}
+
+func dump(s *analyze.Suspect) string {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	return string(b)
+}
+
+// TestNearMissesAreNotSuspects: the same tool with other arguments is a
+// different effect, never a suspect; and calls far apart (beyond the
+// window) are not grouped.
+func TestNearMissesAreNotSuspects(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	all, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sus := range all {
+		var args []string
+		for _, e := range sus.Executions {
+			ex, _ := s.Execution(ctx, e.ID)
+			args = append(args, string(ex.Arguments))
+		}
+		for _, a := range args[1:] {
+			if a != args[0] {
+				t.Fatalf("suspect %s groups different arguments: %v", sus.ID, args)
+			}
+		}
+		if sus.Tool == "deploy_release" && len(sus.Executions) != 2 {
+			t.Fatalf("deploy_release: the eu-west-1 deploy must stay out of the us-east-1 group: %d executions", len(sus.Executions))
+		}
+	}
+	// A window shorter than the gap between calls splits the groups.
+	short, err := analyze.All(ctx, s, analyze.Options{Window: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(short) != 0 {
+		t.Fatalf("with a 1ns window nothing is close in time, got %d suspects", len(short))
+	}
+}

@@ -1,0 +1,514 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Suspect is a group of calls requesting the same effect close in time,
+// with the five answers and the verdict.
+type Suspect struct {
+	ID         string              `json:"id"`
+	EffectKey  string              `json:"effect_key"`
+	Tool       string              `json:"tool"`
+	Target     string              `json:"target"`
+	Method     string              `json:"method"`
+	Contract   activity.Contract   `json:"contract"`
+	Window     string              `json:"window"`
+	FirstAt    time.Time           `json:"first_at"`
+	LastAt     time.Time           `json:"last_at"`
+	Calls      []CallRef           `json:"calls"`
+	Executions []ExecutionSummary  `json:"executions"`
+	Questions  []Answer            `json:"questions"`
+	Verdict    Verdict             `json:"verdict"`
+	Title      string              `json:"verdict_title"`
+	Severity   Severity            `json:"severity"`
+	Fix        string              `json:"recommended_fix"`
+	Summary    string              `json:"summary"`
+	Missing    []string            `json:"missing,omitempty"`
+	Effects    int                 `json:"effects_shown"`     // executions the records show acted
+	MaybeMore  int                 `json:"effects_uncertain"` // executions that may have acted
+	first      *activity.Execution // the first call's execution
+}
+
+// ExecutionSummary is one execution of a suspect as the analysis read it.
+type ExecutionSummary struct {
+	ID             activity.ExecutionID  `json:"id"`
+	State          activity.State        `json:"state"`
+	Outcome        activity.Outcome      `json:"outcome,omitempty"`
+	Actor          string                `json:"actor"`
+	RunID          activity.RunID        `json:"run_id,omitempty"`
+	Contract       activity.Contract     `json:"contract"`
+	TargetStatus   *int                  `json:"target_status,omitempty"`
+	ExitCode       *int                  `json:"exit_code,omitempty"`
+	IdempotencyKey string                `json:"idempotency_key"`
+	NotRecorded    []activity.Fact       `json:"not_recorded,omitempty"`
+	Seq            int64                 `json:"seq"`
+	Transitions    []activity.Transition `json:"-"`
+	exec           activity.Execution
+}
+
+// Answer is one of the five questions, answered.
+type Answer struct {
+	N           int        `json:"n"`
+	Question    string     `json:"question"`
+	Answer      Tri        `json:"answer"`
+	Finding     string     `json:"finding"` // short code: one_process, dispatched, new_attempt, ...
+	Evidence    []Evidence `json:"evidence"`
+	Explanation string     `json:"explanation"`
+	Missing     string     `json:"missing,omitempty"` // what the log does not record, when unknown
+}
+
+// Tri is yes, no or unknown.
+type Tri string
+
+const (
+	Yes     Tri = "yes"
+	No      Tri = "no"
+	Unknown Tri = "unknown"
+)
+
+// Evidence is a log record that supports an answer.
+type Evidence struct {
+	Seq  int64  `json:"seq"`  // the record in the tamper-evident log
+	What string `json:"what"` // what it shows
+}
+
+// The five questions, in the order the design requires.
+var Questions = [5]string{
+	"Did one agent process send both calls?",
+	"Was the first call authorized, and did it reach dispatch?",
+	"Did the gateway get a response or exit code from the target?",
+	"Did result delivery fail after the action finished at the target?",
+	"Did the second call reuse the first execution (its id or its idempotency key)?",
+}
+
+// analyseGroup loads what a group's records show and walks the questions.
+func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, error) {
+	sus := &Suspect{
+		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key,
+		Tool: g.tool, Target: g.target, Method: g.method, Window: g.window.String(),
+		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
+	}
+	var ids []activity.ExecutionID
+	for _, c := range g.calls {
+		if !slices.Contains(ids, c.ExecutionID) {
+			ids = append(ids, c.ExecutionID)
+		}
+	}
+	for _, id := range ids {
+		e, err := s.Execution(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		trs, err := s.Transitions(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		sus.Executions = append(sus.Executions, summarise(e, trs))
+	}
+	calls := map[activity.CallID]activity.Call{}
+	for _, id := range ids {
+		cs, err := s.CallsOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			calls[c.ID] = c
+		}
+	}
+	runs := map[activity.RunID]activity.Run{}
+	for _, c := range g.calls {
+		if c.RunID == "" {
+			continue
+		}
+		if _, ok := runs[c.RunID]; !ok {
+			r, err := s.Run(ctx, c.RunID)
+			if err != nil {
+				return nil, err
+			}
+			runs[c.RunID] = r
+		}
+	}
+	w := &walk{sus: sus, calls: calls, runs: runs}
+	w.run()
+	return sus, nil
+}
+
+func summarise(e activity.Execution, trs []activity.Transition) ExecutionSummary {
+	es := ExecutionSummary{ID: e.ID, State: e.State, Outcome: e.Outcome, Actor: e.Actor, RunID: e.RunID, Contract: e.Contract,
+		IdempotencyKey: e.IdempotencyKey.String(), NotRecorded: e.NotRecorded, Transitions: trs, exec: e}
+	if e.IdempotencyKey.OK && e.IdempotencyKey.V == "" {
+		es.IdempotencyKey = "none sent"
+	}
+	if e.TargetStatus.OK {
+		es.TargetStatus = &e.TargetStatus.V
+	}
+	if e.ExitCode.OK {
+		es.ExitCode = &e.ExitCode.V
+	}
+	if len(trs) > 0 {
+		es.Seq = trs[0].Seq
+	}
+	return es
+}
+
+// walk answers the questions for one suspect.
+type walk struct {
+	sus    *Suspect
+	calls  map[activity.CallID]activity.Call
+	runs   map[activity.RunID]activity.Run
+	e1, e2 *ExecutionSummary // the first execution, and the second one if a later call made one
+	c1, c2 CallRef           // the first call, and the later call examined
+	q2ans  Tri
+}
+
+func (w *walk) run() {
+	s := w.sus
+	for _, e := range s.Executions {
+		switch acted(e) {
+		case Yes:
+			s.Effects++
+		case Unknown:
+			s.MaybeMore++
+		}
+	}
+	// The pair examined: the first two executions; but when two or more
+	// may have acted, the first two of those (an attempt that had no
+	// effect cannot be half of a duplicate).
+	pair := []int{0, 1}
+	if s.Effects+s.MaybeMore >= 2 {
+		pair = pair[:0]
+		for i, e := range s.Executions {
+			if acted(e) != No && len(pair) < 2 {
+				pair = append(pair, i)
+			}
+		}
+	}
+	w.e1 = &s.Executions[pair[0]]
+	w.c1 = firstCallOf(s.Calls, w.e1.ID)
+	if len(s.Executions) > 1 {
+		w.e2 = &s.Executions[pair[1]]
+		w.c2 = firstCallOf(s.Calls, w.e2.ID)
+	} else {
+		w.c2 = s.Calls[1]
+	}
+	s.first = &w.e1.exec
+	s.Contract = w.e1.Contract
+	q1, q2 := w.q1(), w.q2()
+	w.q2ans = q2.Answer
+	s.Questions = []Answer{q1, q2, w.q3(), w.q4(), w.q5()}
+	for i := range s.Questions {
+		s.Questions[i].N, s.Questions[i].Question = i+1, Questions[i]
+		if s.Questions[i].Missing != "" {
+			s.Missing = append(s.Missing, s.Questions[i].Missing)
+		}
+	}
+	s.Verdict = w.verdict()
+	s.Title, s.Fix, s.Severity = s.Verdict.Title(), s.Verdict.Fix(), severity(s.Verdict, s.Contract)
+	s.Summary = w.summary()
+}
+
+// acted says whether the records show the target acted for an execution.
+func acted(e ExecutionSummary) Tri {
+	x := e.exec
+	switch {
+	case x.Outcome == activity.OutcomeSuccess:
+		return Yes
+	case x.Outcome == activity.OutcomeFailure:
+		return No
+	case x.State == activity.StateRejected || x.State == activity.StateFailedBefore || x.State == activity.StateAccepted || x.State == activity.StateAuthorized:
+		return No
+	}
+	return Unknown // dispatched with no outcome, unknown, pending, or not recorded
+}
+
+func (w *walk) callEvidence(c CallRef, what string) []Evidence {
+	if full, ok := w.calls[c.ID]; ok && full.Seq > 0 {
+		return []Evidence{{full.Seq, what}}
+	}
+	return nil
+}
+
+func transitionTo(e *ExecutionSummary, states ...activity.State) *activity.Transition {
+	for i := range e.Transitions {
+		if slices.Contains(states, e.Transitions[i].To) {
+			return &e.Transitions[i]
+		}
+	}
+	return nil
+}
+
+func strong(by activity.RunIdentification) bool {
+	return by == activity.RunByMetaID || by == activity.RunByPeer
+}
+
+// q1: one agent process or two?
+func (w *walk) q1() Answer {
+	a := Answer{Finding: "unknown"}
+	a.Evidence = append(w.callEvidence(w.c1, "first call"), w.callEvidence(w.c2, "second call")...)
+	r1, ok1 := w.runs[w.c1.RunID]
+	r2, ok2 := w.runs[w.c2.RunID]
+	switch {
+	case !ok1 || !ok2:
+		a.Answer, a.Missing = Unknown, "the log does not record which agent process sent each call"
+		a.Explanation = "Unknown: " + a.Missing + "."
+	case r1.ID == r2.ID:
+		a.Answer, a.Finding = Yes, "one_process"
+		a.Evidence = append(a.Evidence, Evidence{r1.Seq, fmt.Sprintf("run %s (%s)", r1.ID, r1.IdentifiedBy)})
+		a.Explanation = fmt.Sprintf("Yes: both calls belong to run %s of %s, identified by %s.", r1.ID, r1.Actor, r1.IdentifiedBy)
+	case strong(r1.IdentifiedBy) && strong(r2.IdentifiedBy):
+		a.Answer, a.Finding = No, "two_processes"
+		a.Evidence = append(a.Evidence, Evidence{r1.Seq, "run " + string(r1.ID)}, Evidence{r2.Seq, "run " + string(r2.ID)})
+		a.Explanation = fmt.Sprintf("No: the calls come from two runs the agents named themselves (%s and %s).", r1.Evidence, r2.Evidence)
+	default:
+		a.Answer = Unknown
+		a.Evidence = append(a.Evidence, Evidence{r1.Seq, "run " + string(r1.ID)}, Evidence{r2.Seq, "run " + string(r2.ID)})
+		a.Missing = fmt.Sprintf("the runs are told apart only by %s and %s, which a reconnect also changes", r1.IdentifiedBy, r2.IdentifiedBy)
+		a.Explanation = "Unknown: two runs, but " + a.Missing + ": it may be one process that reconnected."
+	}
+	return a
+}
+
+// q2: was the first call authorized, and did it reach dispatch?
+func (w *walk) q2() Answer {
+	e := w.e1
+	a := Answer{}
+	if t := transitionTo(e, activity.StateRejected); t != nil {
+		a.Answer, a.Finding = No, "rejected"
+		a.Evidence = []Evidence{{t.Seq, "rejected"}}
+		a.Explanation = fmt.Sprintf("No: %s was refused before dispatch%s.", e.ID, parenthesised(t.Reason))
+		return a
+	}
+	d := transitionTo(e, activity.StateDispatched)
+	if f := transitionTo(e, activity.StateFailedBefore); f != nil {
+		a.Answer, a.Finding = No, "failed_before_dispatch"
+		a.Evidence = []Evidence{{f.Seq, "failed before dispatch"}}
+		a.Explanation = fmt.Sprintf("No: %s failed before any byte reached the target%s.", e.ID, parenthesised(f.Reason))
+		return a
+	}
+	if d != nil {
+		a.Answer, a.Finding = Yes, "dispatched"
+		if t := transitionTo(e, activity.StateAuthorized); t != nil {
+			a.Evidence = append(a.Evidence, Evidence{t.Seq, "authorized"})
+		}
+		a.Evidence = append(a.Evidence, Evidence{d.Seq, "dispatched"})
+		a.Explanation = fmt.Sprintf("Yes: %s was authorized and dispatched%s.", e.ID, atText(d.At))
+		return a
+	}
+	if !e.exec.Records(activity.FactDispatch) {
+		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record whether the request was sent"
+		a.Explanation = "Unknown: " + a.Missing + "."
+		return a
+	}
+	a.Answer, a.Finding = No, "not_dispatched"
+	a.Explanation = fmt.Sprintf("No: %s is %s and was never dispatched.", e.ID, e.State)
+	return a
+}
+
+// q3: did the gateway get a response or exit code from the target?
+func (w *walk) q3() Answer {
+	e := w.e1
+	a := Answer{}
+	obs := transitionTo(e, activity.StateSucceeded, activity.StateFailed)
+	switch {
+	case obs != nil:
+		a.Answer, a.Finding = Yes, "response"
+		a.Evidence = []Evidence{{obs.Seq, string(obs.To)}}
+		a.Explanation = fmt.Sprintf("Yes: the target answered (%s) for %s.", responseText(e.exec), e.ID)
+	case w.q2ans == No:
+		a.Answer, a.Finding = No, "not_sent"
+		a.Explanation = "No: the first call never reached the target, so there was nothing to answer."
+	case !e.exec.Records(activity.FactOutcome):
+		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record the target's response"
+		a.Explanation = "Unknown: " + a.Missing + "."
+	default:
+		a.Answer, a.Finding = No, "outcome_unknown"
+		if t := transitionTo(e, activity.StateUnknown); t != nil {
+			a.Evidence = []Evidence{{t.Seq, "outcome unknown"}}
+			a.Explanation = fmt.Sprintf("No: after dispatch no response came back%s; the target may or may not have acted.", parenthesised(t.Reason))
+		} else {
+			a.Explanation = fmt.Sprintf("No: %s is %s with no response recorded.", e.ID, e.State)
+		}
+		if r := transitionTo(e, activity.StateVerified, activity.StateRejectedByOperator); r != nil {
+			a.Evidence = append(a.Evidence, Evidence{r.Seq, string(r.To)})
+			a.Explanation += fmt.Sprintf(" An operator later resolved it: %s.", r.To)
+		}
+	}
+	return a
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func atText(t activity.Opt[time.Time]) string {
+	if !t.OK {
+		return " (time not recorded)"
+	}
+	return " at " + t.V.UTC().Format(time.RFC3339Nano)
+}
+
+func firstCallOf(calls []CallRef, id activity.ExecutionID) CallRef {
+	for _, c := range calls {
+		if c.ExecutionID == id {
+			return c
+		}
+	}
+	return calls[0]
+}
+
+func responseText(e activity.Execution) string {
+	switch {
+	case e.TargetStatus.OK:
+		return fmt.Sprintf("status %d", e.TargetStatus.V)
+	case e.ExitCode.OK:
+		return fmt.Sprintf("exit code %d", e.ExitCode.V)
+	}
+	return string(e.Outcome)
+}
+
+// q4: did result delivery fail after the action finished?
+func (w *walk) q4() Answer {
+	e := w.e1
+	a := Answer{}
+	failed := transitionTo(e, activity.StateDeliveryFailed, activity.StateNotDelivered)
+	delivered := transitionTo(e, activity.StateDelivered)
+	observed := transitionTo(e, activity.StateSucceeded, activity.StateFailed)
+	switch {
+	case failed != nil:
+		a.Answer, a.Finding = Yes, string(failed.To)
+		a.Evidence = []Evidence{{failed.Seq, string(failed.To)}}
+		a.Explanation = "Yes: the action finished but its result did not reach the agent" + parenthesised(failed.Reason) + "."
+		if delivered != nil {
+			a.Evidence = append(a.Evidence, Evidence{delivered.Seq, "delivered later"})
+			a.Explanation += " It was delivered later, to a retry."
+		}
+	case observed == nil:
+		a.Answer, a.Finding = No, "no_result"
+		a.Explanation = "No: no result was observed, so none could fail to be delivered."
+	case !e.exec.Records(activity.FactDelivery):
+		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record delivery"
+		a.Explanation = "Unknown: " + a.Missing + "."
+	case delivered != nil:
+		a.Answer, a.Finding = No, "delivered"
+		a.Evidence = []Evidence{{delivered.Seq, "delivered"}}
+		a.Explanation = "No: the result was written to the agent's connection (HTTP cannot prove the agent read it)."
+	default:
+		a.Answer, a.Finding = Unknown, "pending"
+		a.Missing = "the log does not show the result being delivered or failing"
+		a.Explanation = "Unknown: " + a.Missing + "."
+	}
+	return a
+}
+
+// q5: did the second call reuse the first execution?
+func (w *walk) q5() Answer {
+	a := Answer{Evidence: w.callEvidence(w.c2, "second call")}
+	if w.e2 == nil {
+		a.Answer, a.Finding = Yes, "reused_execution"
+		a.Explanation = fmt.Sprintf("Yes: every later call attached to %s; no new attempt was made.", w.e1.ID)
+		if c, ok := w.calls[w.c2.ID]; ok && c.Reason != "" {
+			a.Explanation += " (" + c.Reason + ")"
+		}
+		return a
+	}
+	k1, k2 := w.e1.exec.IdempotencyKey, w.e2.exec.IdempotencyKey
+	a.Evidence = append(a.Evidence, Evidence{w.e2.Seq, "new execution " + string(w.e2.ID)})
+	switch {
+	case k1.OK && k2.OK && k1.V != "" && k1.V == k2.V:
+		a.Answer, a.Finding = Yes, "same_idempotency_key"
+		a.Explanation = fmt.Sprintf("Yes: %s is a new execution, but it carried the same idempotency key, so the target could deduplicate.", w.e2.ID)
+	case !k1.OK || !k2.OK:
+		a.Answer, a.Finding = Unknown, "new_attempt"
+		a.Missing = "the log does not record the idempotency keys sent"
+		a.Explanation = fmt.Sprintf("Unknown: the second call created a new execution %s; %s.", w.e2.ID, a.Missing)
+	default:
+		a.Answer, a.Finding = No, "new_attempt"
+		a.Explanation = fmt.Sprintf("No: the second call created a new execution %s with a new idempotency key (%s): a new attempt.", w.e2.ID, keyText(k2))
+	}
+	return a
+}
+
+func keyText(k activity.Opt[string]) string {
+	if k.OK && k.V == "" {
+		return "none sent"
+	}
+	return k.String()
+}
+
+// verdict decides from the answers and what each execution shows. It
+// never says "duplicate" unless the records show two executions the
+// target acted on, and never says "one action" when two may have acted.
+func (w *walk) verdict() Verdict {
+	s := w.sus
+	if s.Contract == activity.ContractReadOnly {
+		return VerdictReadOnly
+	}
+	if s.Effects+s.MaybeMore <= 1 {
+		switch {
+		case w.e2 == nil && oneOf(w.e1.exec.State, activity.StateRejected, activity.StateUnknown,
+			activity.StatePendingVerification, activity.StateRejectedByOperator):
+			return VerdictRefused
+		case w.e2 == nil:
+			return VerdictAttached
+		case acted(s.Executions[0]) == No:
+			return VerdictFirstNoEffect
+		}
+		return VerdictRefused
+	}
+	q := s.Questions
+	a1, a2 := acted(*w.e1), acted(*w.e2)
+	switch {
+	case q[0].Answer == No:
+		return VerdictTwoProcesses
+	case a1 == Yes && a2 == Yes && delivered(w.e1) && w.c2.ReceivedAt.After(deliveredAt(w.e1)):
+		return VerdictIntentional
+	case a1 == Yes && a2 == Yes:
+		return VerdictDuplicate
+	case !w.e1.exec.Records(activity.FactOutcome) || !w.e2.exec.Records(activity.FactOutcome) || q[1].Answer == Unknown:
+		return VerdictInsufficient
+	}
+	return VerdictDuplicateRisk
+}
+
+func oneOf(s activity.State, states ...activity.State) bool { return slices.Contains(states, s) }
+
+func delivered(e *ExecutionSummary) bool {
+	t := transitionTo(e, activity.StateDelivered)
+	return t != nil && transitionTo(e, activity.StateDeliveryFailed, activity.StateNotDelivered) == nil
+}
+
+func deliveredAt(e *ExecutionSummary) time.Time {
+	if t := transitionTo(e, activity.StateDelivered); t != nil && t.At.OK {
+		return t.At.V
+	}
+	return time.Time{}
+}
+
+// summary says what happened in one or two sentences.
+func (w *walk) summary() string {
+	s := w.sus
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d calls to %s within %s; %d execution(s)", len(s.Calls), s.Tool,
+		s.LastAt.Sub(s.FirstAt).Round(time.Millisecond), len(s.Executions))
+	switch {
+	case s.Effects == 1 && s.MaybeMore == 0:
+		b.WriteString("; the records show the target acted once")
+	case s.Effects > 1:
+		fmt.Fprintf(&b, "; the records show the target acted %d times", s.Effects)
+	case s.MaybeMore > 0:
+		fmt.Fprintf(&b, "; the records show %d effect(s) and %d execution(s) whose outcome is unknown", s.Effects, s.MaybeMore)
+	default:
+		b.WriteString("; the records show no effect at the target")
+	}
+	return b.String() + ". Verdict: " + s.Title + "."
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mcpdup/mcpdup/analyze"
+)
+
+// AnalyzeCmd finds suspected duplicates and walks the five questions.
+type AnalyzeCmd struct {
+	Output    string        `short:"o" enum:"table,json,markdown" default:"table" help:"Output format: table, json or markdown."`
+	Questions bool          `short:"q" help:"With -o table, print each suspect's five answers."`
+	Window    time.Duration `help:"Group calls within this window instead of each tool's recorded attach window (default for logs that record none: 1h)."`
+	FailOn    string        `enum:"none,duplicate,risk,unknown" default:"none" help:"Exit 1 if a suspect is at least this bad: duplicate; risk (also duplicate_risk); unknown (also insufficient_evidence)."`
+}
+
+func (c *AnalyzeCmd) Help() string {
+	return `Groups calls that request the same effect (tool, target, method and
+canonical arguments) close in time, and for every group of two or more
+answers, in order: one agent process or two? was the first call authorized
+and dispatched? did the target answer? did delivery fail after the action
+finished? did the second call reuse the execution or create a new attempt?
+Each answer cites log records (#seq) and says "unknown" when the records
+are silent. Verdicts: duplicate, duplicate_risk, two_processes,
+insufficient_evidence, intentional_repeat, one_action_refused,
+one_action_first_no_effect, one_action_attached, harmless_read_only.
+
+Examples:
+  mcpdup analyze --db ./incident.db -q
+  mcpdup analyze --db ./incident.db -o markdown > suspects.md
+  mcpdup analyze --db ./ci.db --fail-on risk        # CI: exit 1 on duplicates or risks`
+}
+
+var failOn = map[string][]analyze.Verdict{
+	"duplicate": {analyze.VerdictDuplicate},
+	"risk":      {analyze.VerdictDuplicate, analyze.VerdictDuplicateRisk},
+	"unknown":   {analyze.VerdictDuplicate, analyze.VerdictDuplicateRisk, analyze.VerdictInsufficient},
+}
+
+func (c *AnalyzeCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := g.openStore(ctx, readStore)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	prog := newProgress(g.stderr, "analysing")
+	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) }}
+	counts := analyze.Counts{}
+	var all []*analyze.Suspect
+	table := analyze.NewTableWriter(g.stdout, c.Questions)
+	err = analyze.Scan(ctx, s, opts, func(sus *analyze.Suspect) error {
+		counts.Add(sus)
+		if c.Output == "table" {
+			table.Write(sus)
+		} else {
+			all = append(all, sus)
+		}
+		return nil
+	})
+	prog.done()
+	if err != nil {
+		return err
+	}
+	switch c.Output {
+	case "json":
+		if all == nil {
+			all = []*analyze.Suspect{}
+		}
+		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total()})
+	case "markdown":
+		err = analyze.WriteMarkdown(g.stdout, s.Path(), all)
+	default:
+		if err = table.Flush(); err == nil {
+			fmt.Fprintf(g.stdout, "\n%d suspects: %s\n", counts.Total(), counts)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, v := range failOn[c.FailOn] {
+		if counts[v] > 0 {
+			fmt.Fprintf(g.stderr, "mcpdup analyze: %d %s (--fail-on %s)\n", counts[v], v, c.FailOn)
+			return &exitError{1, errSilent}
+		}
+	}
+	return nil
+}
