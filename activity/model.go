@@ -8,6 +8,8 @@ package activity
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -179,6 +181,19 @@ func outcomeOf(s State) (Outcome, bool) {
 		return OutcomeFailure, true
 	}
 	return "", false
+}
+
+// EffectKey names the requested effect independently of who asked: tool,
+// target, method and canonical arguments, hashed the same way for every
+// source. The fingerprint also covers actor and scope; grouping by effect
+// lets analysis tell two processes asking for the same thing apart.
+func (a Action) EffectKey() string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(a.Tool), []byte(a.Target), []byte(a.Method), a.Arguments} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return "eff:" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
 // Fact names a lifecycle fact a source may be unable to show.

@@ -79,11 +79,11 @@ func parseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
 
 // Execution reads one execution with the calls that attached to it.
 func (s *Store) Execution(ctx context.Context, id ExecutionID) (Execution, error) {
-	e, err := scanExecution(s.r.QueryRowContext(ctx, executionSelect+` WHERE id = ?`, string(id)), id)
+	e, err := scanExecution(s.queryRow(ctx, executionSelect+` WHERE id = ?`, string(id)), id)
 	if err != nil {
 		return e, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM calls WHERE execution_id = ? AND disposition = ? ORDER BY seq`,
+	rows, err := s.query(ctx, `SELECT id FROM calls WHERE execution_id = ? AND disposition = ? ORDER BY seq`,
 		string(id), string(DispositionAttached))
 	if err != nil {
 		return e, err
@@ -137,7 +137,7 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
@@ -184,7 +184,7 @@ func scanCall(row rowScanner) (Call, error) {
 // CallsOf returns the calls that created or attached to an execution, in
 // order.
 func (s *Store) CallsOf(ctx context.Context, id ExecutionID) ([]Call, error) {
-	rows, err := s.r.QueryContext(ctx, callSelect+` WHERE execution_id = ? ORDER BY seq`, string(id))
+	rows, err := s.query(ctx, callSelect+` WHERE execution_id = ? ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, fmt.Errorf("calls of %s: %w", id, err)
 	}
@@ -206,7 +206,7 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	var started string
 	var ended, detail, src sql.NullString
 	var line sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
+	err := s.queryRow(ctx, `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
 		FROM runs WHERE id = ?`, string(id)).Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
@@ -224,7 +224,7 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 		r.Detail = json.RawMessage(detail.String)
 	}
 	r.Source = Provenance{SourceID(src.String), line.Int64}
-	rows, err := s.r.QueryContext(ctx, `SELECT scope, granted_by, granted_at FROM grants WHERE run_id = ? ORDER BY seq`, string(id))
+	rows, err := s.query(ctx, `SELECT scope, granted_by, granted_at FROM grants WHERE run_id = ? ORDER BY seq`, string(id))
 	if err != nil {
 		return r, err
 	}
@@ -243,33 +243,32 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	return r, rows.Err()
 }
 
+const transitionSelect = `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id FROM transitions`
+
+func scanTransition(row rowScanner) (Transition, error) {
+	var (
+		t                        Transition
+		from, at, ref, why, call sql.NullString
+		status, exit             sql.NullInt64
+	)
+	if err := row.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call); err != nil {
+		return t, err
+	}
+	t.From, t.ResultRef, t.Reason, t.CallID = State(from.String), ref.String, why.String, CallID(call.String)
+	t.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
+	t.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
+	var err error
+	t.At, err = parseOptTime(at)
+	return t, err
+}
+
 // Transitions returns an execution's recorded lifecycle, in order.
 func (s *Store) Transitions(ctx context.Context, id ExecutionID) ([]Transition, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id
-		FROM transitions WHERE execution_id = ? ORDER BY seq`, string(id))
+	m, err := s.TransitionsOf(ctx, []ExecutionID{id})
 	if err != nil {
 		return nil, fmt.Errorf("transitions of %s: %w", id, err)
 	}
-	defer rows.Close()
-	var out []Transition
-	for rows.Next() {
-		var (
-			t                        Transition
-			from, at, ref, why, call sql.NullString
-			status, exit             sql.NullInt64
-		)
-		if err := rows.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call); err != nil {
-			return nil, err
-		}
-		t.From, t.ResultRef, t.Reason, t.CallID = State(from.String), ref.String, why.String, CallID(call.String)
-		t.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
-		t.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
-		if t.At, err = parseOptTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return m[id], nil
 }
 
 // Resolutions returns operator resolutions, newest first.
@@ -280,7 +279,7 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 		q += ` WHERE execution_id = ?`
 		args = append(args, string(id))
 	}
-	rows, err := s.r.QueryContext(ctx, q+` ORDER BY seq DESC`, args...)
+	rows, err := s.query(ctx, q+` ORDER BY seq DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("resolutions: %w", err)
 	}
@@ -305,7 +304,7 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 // Sources lists the import sources (and gateway announcements), oldest
 // first.
 func (s *Store) Sources(ctx context.Context) ([]Source, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources ORDER BY seq`)
+	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("sources: %w", err)
 	}
@@ -330,7 +329,7 @@ func (s *Store) Sources(ctx context.Context) ([]Source, error) {
 // Result returns stored result content by reference.
 func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
 	var b []byte
-	err := s.r.QueryRowContext(ctx, `SELECT content FROM results WHERE ref = ?`, ref).Scan(&b)
+	err := s.queryRow(ctx, `SELECT content FROM results WHERE ref = ?`, ref).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("result %s: not found", ref)
 	}
@@ -341,7 +340,7 @@ func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
 // note ("locked by alice: incident 4711").
 func (s *Store) Vault(ctx context.Context) (bool, string, error) {
 	var v string
-	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
+	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, "unlocked", nil
 	}
@@ -375,7 +374,7 @@ func scanApproval(row rowScanner) (Approval, error) {
 
 // Approval reads one approval.
 func (s *Store) Approval(ctx context.Context, id string) (Approval, error) {
-	a, err := scanApproval(s.r.QueryRowContext(ctx, approvalSelect+` WHERE id = ?`, id))
+	a, err := scanApproval(s.queryRow(ctx, approvalSelect+` WHERE id = ?`, id))
 	if err != nil {
 		return a, fmt.Errorf("approval %s: %w", id, err)
 	}
@@ -389,7 +388,7 @@ func (s *Store) Approvals(ctx context.Context, pendingOnly bool) ([]Approval, er
 	if pendingOnly {
 		q += ` WHERE state = 'pending'`
 	}
-	rows, err := s.r.QueryContext(ctx, q+` ORDER BY seq`)
+	rows, err := s.query(ctx, q+` ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
@@ -421,7 +420,7 @@ type Stats struct {
 // Stats reads the counts shown in status bars and `mcpdup status`.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[State]int64{}}
-	err := s.r.QueryRowContext(ctx, `SELECT
+	err := s.queryRow(ctx, `SELECT
 		(SELECT COALESCE(MAX(seq)+1, 0) FROM audit_log),
 		(SELECT COUNT(*) FROM audit_checkpoint),
 		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint),
@@ -431,7 +430,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM executions GROUP BY state`)
+	rows, err := s.query(ctx, `SELECT state, COUNT(*) FROM executions GROUP BY state`)
 	if err != nil {
 		return st, err
 	}
@@ -447,30 +446,27 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, rows.Err()
 }
 
-// CallRow is a call joined with the identity of the execution it created
+// CallRow is a call joined with the effect of the execution it created
 // or attached to: what suspect detection groups.
 type CallRow struct {
+	Seq         int64 // the call's log record
 	ID          CallID
 	RunID       RunID
 	Actor       string
 	ReceivedAt  time.Time
 	Disposition Disposition
 	ExecutionID ExecutionID
-	Tool        string
-	Target      string
-	Method      string
-	Arguments   []byte // canonical
-	Contract    Contract
-	Fingerprint string
+	EffectKey   string
 	Window      Opt[time.Duration]
+	Reason      string
 }
 
 // ScanCalls streams every call that created or attached to an execution,
 // in the order they were received. The row passed to fn is reused: copy
 // what you keep.
 func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
-	rows, err := s.r.QueryContext(ctx, `SELECT c.id, c.run_id, c.actor, c.received_at, c.disposition, c.execution_id,
-		e.tool, e.target, e.method, e.arguments, e.contract, e.fingerprint, e.attach_window_ms
+	rows, err := s.query(ctx, `SELECT c.seq, c.id, c.run_id, c.actor, c.received_at, c.disposition, c.execution_id, c.reason,
+		e.effect_key, e.attach_window_ms
 		FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`)
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
@@ -478,14 +474,13 @@ func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
 	defer rows.Close()
 	var r CallRow
 	for rows.Next() {
-		var run, fp sql.NullString
+		var run, reason sql.NullString
 		var window sql.NullInt64
 		var received string
-		if err := rows.Scan(&r.ID, &run, &r.Actor, &received, &r.Disposition, &r.ExecutionID,
-			&r.Tool, &r.Target, &r.Method, &r.Arguments, &r.Contract, &fp, &window); err != nil {
+		if err := rows.Scan(&r.Seq, &r.ID, &run, &r.Actor, &received, &r.Disposition, &r.ExecutionID, &reason, &r.EffectKey, &window); err != nil {
 			return fmt.Errorf("scan calls: %w", err)
 		}
-		r.RunID, r.Fingerprint = RunID(run.String), fp.String
+		r.RunID, r.Reason = RunID(run.String), reason.String
 		r.Window = Opt[time.Duration]{time.Duration(window.Int64) * time.Millisecond, window.Valid}
 		if r.ReceivedAt, err = parseTime(received); err != nil {
 			return fmt.Errorf("call %s: received_at: %w", r.ID, err)
@@ -497,24 +492,79 @@ func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
 	return rows.Err()
 }
 
-// TransitionsOf returns the transitions of several executions, in log
-// order.
-func (s *Store) TransitionsOf(ctx context.Context, ids []ExecutionID) (map[ExecutionID][]Transition, error) {
-	out := make(map[ExecutionID][]Transition, len(ids))
-	for _, id := range ids {
-		trs, err := s.Transitions(ctx, id)
+// inList returns "(?,?,...)" and the ids as query arguments.
+func inList[T ~string](ids []T) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = string(id)
+	}
+	return "(?" + strings.Repeat(",?", max(len(ids)-1, 0)) + ")", args
+}
+
+// ExecutionsByID reads several executions in one query (without their
+// attached calls), keyed by id.
+func (s *Store) ExecutionsByID(ctx context.Context, ids []ExecutionID) (map[ExecutionID]Execution, error) {
+	in, args := inList(ids)
+	rows, err := s.query(ctx, executionSelect+` WHERE id IN `+in, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read executions: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[ExecutionID]Execution, len(ids))
+	for rows.Next() {
+		e, err := scanExecution(rows, "")
 		if err != nil {
 			return nil, err
 		}
-		out[id] = trs
+		out[e.ID] = e
 	}
-	return out, nil
+	return out, rows.Err()
+}
+
+// TransitionsOf returns the transitions of several executions, in log
+// order, in one query.
+func (s *Store) TransitionsOf(ctx context.Context, ids []ExecutionID) (map[ExecutionID][]Transition, error) {
+	in, args := inList(ids)
+	rows, err := s.query(ctx, transitionSelect+` WHERE execution_id IN `+in+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("transitions: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[ExecutionID][]Transition, len(ids))
+	for rows.Next() {
+		t, err := scanTransition(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[t.ExecutionID] = append(out[t.ExecutionID], t)
+	}
+	return out, rows.Err()
+}
+
+// CallsOfAll returns the calls of several executions, in log order, in
+// one query.
+func (s *Store) CallsOfAll(ctx context.Context, ids []ExecutionID) ([]Call, error) {
+	in, args := inList(ids)
+	rows, err := s.query(ctx, callSelect+` WHERE execution_id IN `+in+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("calls: %w", err)
+	}
+	defer rows.Close()
+	var out []Call
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // Record reads one log record by seq, decoded (for citing evidence).
 func (s *Store) Record(ctx context.Context, seq int64) (Record, error) {
 	var b []byte
-	err := s.r.QueryRowContext(ctx, `SELECT canonical FROM audit_log WHERE seq = ?`, seq).Scan(&b)
+	err := s.queryRow(ctx, `SELECT canonical FROM audit_log WHERE seq = ?`, seq).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("record %d: %w", seq, ErrNotFound)
 	}
@@ -522,4 +572,38 @@ func (s *Store) Record(ctx context.Context, seq int64) (Record, error) {
 		return Record{}, err
 	}
 	return DecodeRecord(b)
+}
+
+// query runs a read through a statement prepared once on the reader pool:
+// the analysis issues the same few queries thousands of times, and parsing
+// SQL costs more than running these.
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return s.r.QueryRowContext(ctx, q, args...) // carries the same error to Scan
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.rstmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.r.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }

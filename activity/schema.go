@@ -88,7 +88,7 @@ CREATE TABLE calls(
 	seq              INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX calls_execution ON calls(execution_id);
-CREATE INDEX calls_received ON calls(received_at);
+CREATE INDEX calls_received ON calls(received_at, seq);
 
 CREATE TABLE executions(
 	id                 TEXT PRIMARY KEY,
@@ -100,6 +100,7 @@ CREATE TABLE executions(
 	credential_ref     TEXT NOT NULL,
 	arguments          TEXT NOT NULL,
 	intent_scope       TEXT NOT NULL,
+	effect_key         TEXT NOT NULL,  -- hash of tool, target, method, arguments: the effect, whoever asked
 	fingerprint        TEXT,
 	fingerprint_key_id TEXT,
 	run_id             TEXT,
@@ -128,6 +129,8 @@ CREATE TABLE executions(
 ) STRICT;
 CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope);
 CREATE INDEX executions_state ON executions(state);
+-- Covers the analysis scan's join from calls, so it never reads the rows.
+CREATE INDEX executions_effect ON executions(id, effect_key, attach_window_ms);
 -- At most one unresolved live execution per intent. The gateway matches
 -- retries inside a write transaction; this index makes the store itself
 -- refuse a second accepted/dispatched/unknown execution of the same

@@ -80,6 +80,7 @@ type Store struct {
 	keyErr    error    // why signer is nil
 	stmts     sync.Map // query → *sql.Stmt on the writer connection
 	knownRuns sync.Map // RunID → true: runs committed, so requireRun skips a query
+	rstmts    sync.Map // query → *sql.Stmt on the reader pool
 	edgeMu    sync.Mutex
 	edge      Edge  // tree edge after this process's last commit
 	edgeSize  int64 // log size edge describes; -1: none

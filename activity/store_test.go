@@ -555,3 +555,40 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestSameIntentAgainAfterCompletionInOneTransaction: the deferred
+// projection writes must not make the unique index see a stale state.
+func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	_, err := s.Write(ctx, func(w *activity.Writer) error {
+		for range 2 {
+			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+				Fingerprint: "hmac-sha256:same", Contract: activity.ContractRepeatableWithKey})
+			if err != nil {
+				return err
+			}
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered} {
+				if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: to}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While one is unresolved, a second is refused by the store itself.
+	_, err = s.Write(ctx, func(w *activity.Writer) error {
+		for range 2 {
+			if _, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+				Fingerprint: "hmac-sha256:other", Contract: activity.ContractRepeatableWithKey}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+		t.Fatalf("two unresolved executions of one intent: %v", err)
+	}
+}

@@ -557,14 +557,19 @@ func (w *Writer) Accept(e Execution) (Execution, error) {
 	if err != nil {
 		return e, err
 	}
+	// The unique index on unresolved executions reads the rows: write the
+	// states this transaction changed before inserting another.
+	if err := w.flush(); err != nil {
+		return e, err
+	}
 	var window any
 	if e.Window.OK {
 		window = e.Window.V.Milliseconds()
 	}
-	if err := w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, fingerprint, fingerprint_key_id,
+	if err := w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
 		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope,
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope, e.EffectKey(),
 		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
 		nullString(string(e.CreatedByCall)), window, nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
 		nullString(string(e.Source.Source)), nullInt(e.Source.Line), rec.Seq, rec.Seq); err != nil {

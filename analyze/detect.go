@@ -2,11 +2,8 @@ package analyze
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -26,38 +23,25 @@ type Options struct {
 	Progress func(calls int64)
 }
 
-// EffectKey names the requested effect independently of who asked: tool,
-// target, method and canonical arguments, hashed the same way for every
-// source. (The gateway's fingerprint also covers actor and scope; grouping
-// by effect lets question 1 tell two processes apart.)
-func EffectKey(tool, target, method string, arguments []byte) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(tool), []byte(target), []byte(method), arguments} {
-		h.Write(part)
-		h.Write([]byte{0})
-	}
-	return "eff:" + hex.EncodeToString(h.Sum(nil))[:24]
-}
-
 // group is calls for one effect inside one window.
 type group struct {
 	key    string
 	first  time.Time
 	window time.Duration
 	calls  []CallRef
-	tool   string
-	target string
-	method string
+	closed bool // emitted (still in the queue until it reaches the front)
 }
 
 // CallRef is a call as a suspect lists it.
 type CallRef struct {
+	Seq         int64                `json:"seq"` // its log record
 	ID          activity.CallID      `json:"id"`
 	Actor       string               `json:"actor"`
 	RunID       activity.RunID       `json:"run_id,omitempty"`
 	ReceivedAt  time.Time            `json:"received_at"`
 	Disposition activity.Disposition `json:"disposition"`
 	ExecutionID activity.ExecutionID `json:"execution_id"`
+	Reason      string               `json:"reason,omitempty"` // how the gateway matched it
 }
 
 // Scan streams the store's calls in time order, groups them by effect
@@ -65,9 +49,10 @@ type CallRef struct {
 // more calls, analysed. Memory holds only the groups still open.
 func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect) error) error {
 	open := map[string]*group{}
+	var queue []*group // open groups in order of their first call
 	var n int64
-	var lastSweep time.Time
 	emit := func(g *group) error {
+		g.closed = true
 		if len(g.calls) < 2 {
 			return nil
 		}
@@ -77,30 +62,35 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		}
 		return fn(sus)
 	}
-	// sweep closes groups whose window has passed, oldest first so the
-	// suspects come out in time order.
-	sweep := func(now time.Time, all bool) error {
-		var done []*group
-		for k, g := range open {
-			if all || now.Sub(g.first) > g.window {
-				done = append(done, g)
-				delete(open, k)
+	// expire closes, oldest first, the groups whose window ended before
+	// now, so suspects come out in time order and memory holds only the
+	// groups still inside their window.
+	expire := func(now time.Time, all bool) error {
+		for len(queue) > 0 {
+			g := queue[0]
+			if !g.closed && !all && now.Sub(g.first) <= g.window {
+				return nil
 			}
-		}
-		sort.Slice(done, func(i, j int) bool { return done[i].first.Before(done[j].first) })
-		for _, g := range done {
+			queue[0], queue = nil, queue[1:]
+			if g.closed {
+				continue
+			}
+			delete(open, g.key)
 			if err := emit(g); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	err := s.ScanCalls(ctx, func(r *activity.CallRow) error {
+	err := scanCallsAhead(ctx, s, func(r *activity.CallRow) error {
 		n++
 		if opts.Progress != nil && n%8192 == 0 {
 			opts.Progress(n)
 		}
-		key := EffectKey(r.Tool, r.Target, r.Method, r.Arguments)
+		if err := expire(r.ReceivedAt, false); err != nil {
+			return err
+		}
+		key := r.EffectKey
 		window := opts.Window
 		if window == 0 {
 			window = DefaultWindow
@@ -117,21 +107,18 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 			g = nil
 		}
 		if g == nil {
-			g = &group{key: key, first: r.ReceivedAt, window: window, tool: r.Tool, target: r.Target, method: r.Method}
+			g = &group{key: key, first: r.ReceivedAt, window: window}
 			open[key] = g
+			queue = append(queue, g)
 		}
-		g.calls = append(g.calls, CallRef{ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
-			Disposition: r.Disposition, ExecutionID: r.ExecutionID})
-		if r.ReceivedAt.Sub(lastSweep) > time.Minute {
-			lastSweep = r.ReceivedAt
-			return sweep(r.ReceivedAt, false)
-		}
+		g.calls = append(g.calls, CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
+			Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return sweep(time.Time{}, true)
+	return expire(time.Time{}, true)
 }
 
 // All collects every suspect (for small stores and tests).
@@ -162,4 +149,47 @@ func Find(ctx context.Context, s *activity.Store, opts Options, id string) (*Sus
 		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
 	}
 	return found, nil
+}
+
+// scanCallsAhead reads calls in a goroutine, a batch ahead of fn: reading
+// the join costs about as much as analysing the suspects, and on two cores
+// the two overlap.
+func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.CallRow) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const batch = 1024
+	full := make(chan []activity.CallRow, 4)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(full)
+		buf := make([]activity.CallRow, 0, batch)
+		err := s.ScanCalls(ctx, func(r *activity.CallRow) error {
+			buf = append(buf, *r)
+			if len(buf) == batch {
+				select {
+				case full <- buf:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				buf = make([]activity.CallRow, 0, batch)
+			}
+			return nil
+		})
+		if err == nil && len(buf) > 0 {
+			full <- buf
+		}
+		errc <- err
+	}()
+	for rows := range full {
+		for i := range rows {
+			if err := fn(&rows[i]); err != nil {
+				cancel()
+				for range full {
+				}
+				<-errc
+				return err
+			}
+		}
+	}
+	return <-errc
 }

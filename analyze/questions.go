@@ -91,8 +91,7 @@ var Questions = [5]string{
 // analyseGroup loads what a group's records show and walks the questions.
 func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, error) {
 	sus := &Suspect{
-		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key,
-		Tool: g.tool, Target: g.target, Method: g.method, Window: g.window.String(),
+		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key, Window: g.window.String(),
 		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
 	}
 	var ids []activity.ExecutionID
@@ -101,27 +100,23 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, e
 			ids = append(ids, c.ExecutionID)
 		}
 	}
-	for _, id := range ids {
-		e, err := s.Execution(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		trs, err := s.Transitions(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		sus.Executions = append(sus.Executions, summarise(e, trs))
+	execs, err := s.ExecutionsByID(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	calls := map[activity.CallID]activity.Call{}
-	for _, id := range ids {
-		cs, err := s.CallsOf(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range cs {
-			calls[c.ID] = c
-		}
+	trs, err := s.TransitionsOf(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
+	for _, id := range ids {
+		e, ok := execs[id]
+		if !ok {
+			return nil, fmt.Errorf("execution %s: %w", id, activity.ErrNotFound)
+		}
+		sus.Executions = append(sus.Executions, summarise(e, trs[id]))
+	}
+	first := sus.Executions[0].exec
+	sus.Tool, sus.Target, sus.Method = first.Tool, first.Target, first.Method
 	runs := map[activity.RunID]activity.Run{}
 	for _, c := range g.calls {
 		if c.RunID == "" {
@@ -135,7 +130,7 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, e
 			runs[c.RunID] = r
 		}
 	}
-	w := &walk{sus: sus, calls: calls, runs: runs}
+	w := &walk{sus: sus, runs: runs}
 	w.run()
 	return sus, nil
 }
@@ -161,7 +156,6 @@ func summarise(e activity.Execution, trs []activity.Transition) ExecutionSummary
 // walk answers the questions for one suspect.
 type walk struct {
 	sus    *Suspect
-	calls  map[activity.CallID]activity.Call
 	runs   map[activity.RunID]activity.Run
 	e1, e2 *ExecutionSummary // the first execution, and the second one if a later call made one
 	c1, c2 CallRef           // the first call, and the later call examined
@@ -229,8 +223,8 @@ func acted(e ExecutionSummary) Tri {
 }
 
 func (w *walk) callEvidence(c CallRef, what string) []Evidence {
-	if full, ok := w.calls[c.ID]; ok && full.Seq > 0 {
-		return []Evidence{{full.Seq, what}}
+	if c.Seq > 0 {
+		return []Evidence{{c.Seq, what}}
 	}
 	return nil
 }
@@ -416,8 +410,8 @@ func (w *walk) q5() Answer {
 	if w.e2 == nil {
 		a.Answer, a.Finding = Yes, "reused_execution"
 		a.Explanation = fmt.Sprintf("Yes: every later call attached to %s; no new attempt was made.", w.e1.ID)
-		if c, ok := w.calls[w.c2.ID]; ok && c.Reason != "" {
-			a.Explanation += " (" + c.Reason + ")"
+		if w.c2.Reason != "" {
+			a.Explanation += " (" + w.c2.Reason + ")"
 		}
 		return a
 	}

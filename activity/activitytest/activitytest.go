@@ -233,3 +233,74 @@ func oneExecution(w *activity.Writer, i int) error {
 	}
 	return nil
 }
+
+// FillMixed appends about n records of gateway-like traffic in which one
+// execution in every suspectEvery is retried: alternately by a call that
+// attaches to it and by a second execution of the same arguments. The
+// rest are distinct effects. Calls are received 100ms apart from
+// 2026-11-30 00:00 UTC, so a million records span hours, as real traffic
+// would. It is the shape analysis benchmarks read.
+func FillMixed(ctx context.Context, s *activity.Store, n, batch, suspectEvery int) error {
+	written, i := 0, 0
+	for written < n {
+		recs, err := s.Write(ctx, func(w *activity.Writer) error {
+			for len(w.Records()) < batch && written+len(w.Records()) < n {
+				i++
+				args := json.RawMessage(fmt.Sprintf(`{"n":%d,"service":"svc-%d"}`, i, i%97))
+				at := mixedStart.Add(time.Duration(i) * 100 * time.Millisecond)
+				id, err := mixedExecution(w, i, args, at)
+				if err != nil {
+					return err
+				}
+				if suspectEvery > 0 && i%suspectEvery == 0 {
+					at = at.Add(30 * time.Millisecond)
+					if (i/suspectEvery)%2 == 0 {
+						_, err = w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release", ReceivedAt: at,
+							JSONRPCID: activity.Some(fmt.Sprint(i, "r")), Arguments: args, Disposition: activity.DispositionAttached, ExecutionID: id})
+					} else {
+						_, err = mixedExecution(w, i, args, at)
+					}
+					if err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		written += len(recs)
+	}
+	return nil
+}
+
+var mixedStart = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+func mixedExecution(w *activity.Writer, i int, args json.RawMessage, at time.Time) (activity.ExecutionID, error) {
+	id := activity.NewExecutionID(at)
+	call, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release", ReceivedAt: at,
+		JSONRPCID: activity.Some(fmt.Sprint(i)), Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id})
+	if err != nil {
+		return id, err
+	}
+	_, err = w.Accept(activity.Execution{ID: id,
+		Action: activity.Action{Actor: "agent:bulk", Tool: "deploy_release", Channel: activity.ChannelHTTP,
+			Target: "127.0.0.1:9400/v1/releases", Method: "POST", Arguments: args},
+		Fingerprint: fmt.Sprintf("hmac-sha256:%064x", i), FingerprintKeyID: "fp1", IdempotencyKey: activity.Some(string(id)),
+		Contract: activity.ContractRepeatableWithKey, CreatedByCall: call.ID, Window: activity.Some(time.Hour),
+	})
+	if err != nil {
+		return id, err
+	}
+	for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered} {
+		t := activity.Transition{ExecutionID: id, To: to}
+		if to == activity.StateSucceeded {
+			t.TargetStatus = activity.Some(201)
+		}
+		if _, err := w.Transition(t); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}

@@ -1,0 +1,84 @@
+package analyze_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/analyze"
+)
+
+const benchEvents = 1_000_000
+
+// BenchmarkAnalyze times suspect detection plus the five-question walk
+// over a 1,000,000-record store in which one execution in 20 is retried
+// (half attached, half duplicated), calls 100ms apart (about 4.7 hours of
+// traffic). The store is built once and kept in the temp directory (about
+// two minutes). It reports the peak heap, which stays flat as the store
+// grows: calls are streamed and only groups still inside their window are
+// held.
+//
+//	go test ./analyze -run '^$' -bench Analyze -benchtime 3x
+func BenchmarkAnalyze(b *testing.B) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-analyze-%d-%s", benchEvents, activity.SchemaID()))
+	path, keys := filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
+		os.RemoveAll(dir)
+		s, err := activity.Open(ctx, path, activity.Options{KeyDir: keys})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("building a %d-record store in %s", benchEvents, dir)
+		if err := activitytest.FillMixed(ctx, s, benchEvents, 3000, 20); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600)
+	}
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	// Sample the heap while the analysis runs: its peak is what matters.
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+			}
+		}
+	}()
+	defer close(stop)
+	b.ResetTimer()
+	var counts analyze.Counts
+	for range b.N {
+		counts = analyze.Counts{}
+		err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error {
+			counts.Add(sus)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(counts.Total()), "suspects")
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/analysis")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	b.Logf("verdicts: %s", counts)
+}
