@@ -607,3 +607,50 @@ func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	}
 	return st, nil
 }
+
+// TransitionRow is a transition with what history and replay need to know
+// about its execution.
+type TransitionRow struct {
+	Transition
+	Contract  Contract
+	Tool      string
+	Actor     string
+	RunID     RunID
+	EffectKey string
+}
+
+// ScanTransitions streams every transition in log order, optionally only
+// those between from and to (log seqs, inclusive; 0 and -1 mean open).
+func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*TransitionRow) error) error {
+	if to < 0 {
+		to = 1<<62 - 1
+	}
+	rows, err := s.query(ctx, `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
+		e.contract, e.tool, e.actor, e.run_id, e.effect_key
+		FROM transitions t JOIN executions e ON e.id = t.execution_id WHERE t.seq BETWEEN ? AND ? ORDER BY t.seq`, from, to)
+	if err != nil {
+		return fmt.Errorf("scan transitions: %w", err)
+	}
+	defer rows.Close()
+	var r TransitionRow
+	for rows.Next() {
+		var (
+			from, at, ref, why, call, run sql.NullString
+			status, exit                  sql.NullInt64
+		)
+		if err := rows.Scan(&r.Seq, &r.ExecutionID, &from, &r.To, &at, &status, &exit, &ref, &why, &call,
+			&r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey); err != nil {
+			return fmt.Errorf("scan transitions: %w", err)
+		}
+		r.From, r.ResultRef, r.Reason, r.CallID, r.RunID = State(from.String), ref.String, why.String, CallID(call.String), RunID(run.String)
+		r.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
+		r.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
+		if r.At, err = parseOptTime(at); err != nil {
+			return err
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

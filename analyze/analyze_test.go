@@ -225,3 +225,28 @@ func TestNearMissesAreNotSuspects(t *testing.T) {
 		t.Fatalf("with a 1ns window nothing is close in time, got %d suspects", len(short))
 	}
 }
+
+func TestHistoryChecker(t *testing.T) {
+	res, err := analyze.Check(ctx, incident(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// scale_service (two runs), publish_notes (a deliberate repeat) and the
+	// pass-through's order: three effects performed twice. Reads do not count.
+	if res.Duplicated != 3 || len(res.DuplicatedEffects) != 3 {
+		t.Errorf("duplicated %d %v, want 3", res.Duplicated, res.DuplicatedEffects)
+	}
+	// The pass-through log records no outcome for either email.
+	if res.Lost != 2 {
+		t.Errorf("lost %d, want 2", res.Lost)
+	}
+	// charge_card, refund_charge (pending verification) and the
+	// pass-through transfer: indeterminate and never settled.
+	if res.StillUnknown != 3 {
+		t.Errorf("still unknown %d, want 3", res.StillUnknown)
+	}
+	if res.Invocations != 17 || res.OK != 11 || res.Info != 3 {
+		t.Errorf("operations: %+v", res)
+	}
+	t.Logf("%+v", res)
+}

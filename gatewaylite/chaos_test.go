@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
@@ -55,6 +56,7 @@ type chaosResult struct {
 	effects, duplicates             int
 	targetFaults, agentFaults       int64
 	elapsed                         time.Duration
+	history                         analyze.CheckResult // the gateway's own record, checked
 }
 
 // TestChaos runs the same faulty workload, with a naive retry layer,
@@ -67,13 +69,24 @@ func TestChaos(t *testing.T) {
 	pt := runChaos(t, n, false)
 	report := fmt.Sprintf("chaos run, %d calls, naive retry layer, %d%%+%d%% target faults, %d%% agent-side faults:\n"+
 		"  gateway:      %5d effects, %3d duplicate effects, %4d retries, %3d pending verification, %3d gave up (%v)\n"+
-		"  pass-through: %5d effects, %3d duplicate effects, %4d retries, %3d gave up (%v)",
+		"  pass-through: %5d effects, %3d duplicate effects, %4d retries, %3d gave up (%v)\n"+
+		"  gateway history check: %d invocations, %d ok, %d fail, %d info, %d duplicated, %d lost, %d recovered, %d still unknown",
 		n, 10, 10, 10, gw.effects, gw.duplicates, gw.retries, gw.pending, gw.gaveUp, gw.elapsed.Round(time.Millisecond),
-		pt.effects, pt.duplicates, pt.retries, pt.gaveUp, pt.elapsed.Round(time.Millisecond))
+		pt.effects, pt.duplicates, pt.retries, pt.gaveUp, pt.elapsed.Round(time.Millisecond),
+		gw.history.Invocations, gw.history.OK, gw.history.Fail, gw.history.Info, gw.history.Duplicated, gw.history.Lost,
+		gw.history.Recovered, gw.history.StillUnknown)
 	t.Log(report)
 	fmt.Println(report)
 	if gw.duplicates != 0 {
 		t.Errorf("the gateway let %d duplicate effects through", gw.duplicates)
+	}
+	if gw.history.Duplicated != 0 || gw.history.Lost != 0 {
+		t.Errorf("the gateway's own history shows %d duplicated and %d lost actions", gw.history.Duplicated, gw.history.Lost)
+	}
+	// The record never claims fewer effects than the target performed:
+	// every effect is an ok, or hides behind an info still unknown.
+	if gw.history.OK > gw.effects || gw.history.OK+gw.history.StillUnknown < gw.effects {
+		t.Errorf("history (%d ok, %d unknown) does not account for the target's %d effects", gw.history.OK, gw.history.StillUnknown, gw.effects)
 	}
 	if pt.duplicates == 0 {
 		t.Errorf("the pass-through run shows no duplicates: the faults are not biting, the comparison proves nothing")
@@ -102,13 +115,14 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 	}
 
 	var front string
+	var store *activity.Store
 	if viaGateway {
 		dir := t.TempDir()
 		cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(chaosConfig, targetProxy.URL, target.URL)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := activity.Open(ctx, filepath.Join(dir, "chaos.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+		store, err = activity.Open(ctx, filepath.Join(dir, "chaos.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +195,12 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 	res.agentFaults = agentProxy.Count(gatewaytest.DropResponse)
 	if viaGateway && res.duplicates > 0 {
 		t.Logf("duplicated intents: %v", target.DuplicatedIntents())
+	}
+	if store != nil {
+		var err error
+		if res.history, err = analyze.Check(ctx, store); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return res
 }

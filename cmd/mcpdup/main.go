@@ -80,6 +80,7 @@ type CLI struct {
 
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
 	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
+	History    HistoryCmd    `cmd:"" help:"Export the lifecycle as a Jepsen-style history (invoke/ok/fail/info), or check it."`
 	Approvals  ApprovalsCmd  `cmd:"" help:"List approvals the gateway is waiting for."`
 	Approve    ApproveCmd    `cmd:"" help:"Approve a pending approval: the waiting call proceeds."`
 	Deny       DenyCmd       `cmd:"" help:"Deny a pending approval: the waiting call is refused."`

@@ -81,7 +81,7 @@ func TestVerifyExitCodes(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"},
-		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}, {"analyze"}} {
+		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}, {"analyze"}, {"history"}} {
 		code, out, _ := mcpdup(t, append(cmd, "--help")...)
 		if code != 0 || !strings.Contains(out, "Example") {
 			t.Errorf("mcpdup %s --help: exit %d, no example:\n%s", strings.Join(cmd, " "), code, out)
@@ -221,6 +221,14 @@ func TestAnalyzeCommand(t *testing.T) {
 	code, out, _ = mcpdup(t, "analyze", "-o", "markdown")
 	if code != 0 || !strings.Contains(out, "# Suspected duplicate actions") || !strings.Contains(out, "**Recommended fix:**") {
 		t.Fatalf("analyze markdown:\n%s", out)
+	}
+	code, out, _ = mcpdup(t, "history", "--check")
+	if code != 0 || !strings.Contains(out, "duplicated 3") {
+		t.Fatalf("history --check:\n%s", out)
+	}
+	code, out, _ = mcpdup(t, "history")
+	if code != 0 || !strings.Contains(out, `"type":"invoke"`) || strings.Count(out, "\n") < 20 {
+		t.Fatalf("history:\n%s", out)
 	}
 	for flag, want := range map[string]int{"none": 0, "duplicate": 1, "risk": 1, "unknown": 1} {
 		if code, _, _ := mcpdup(t, "analyze", "--fail-on", flag); code != want {

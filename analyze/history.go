@@ -1,0 +1,158 @@
+package analyze
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Op is one operation of a Jepsen-style history: an invocation of an
+// action at its target and how it completed. ok: the target acted; fail:
+// it did not; info: nobody knows (Jepsen's indeterminate operation).
+type Op struct {
+	Index     int64                `json:"index"` // the transition's log record
+	Type      string               `json:"type"`  // invoke | ok | fail | info
+	Process   string               `json:"process"`
+	F         string               `json:"f"`     // the tool
+	Value     string               `json:"value"` // the effect key: same value, same requested effect
+	Execution activity.ExecutionID `json:"execution"`
+	Time      *time.Time           `json:"time,omitempty"`
+	// Recovered marks a completion that settled an earlier info: a status
+	// lookup, a resend with the same key, or an operator's resolution.
+	Recovered bool `json:"recovered,omitempty"`
+	// ReadOnly marks a read: it has no effect to duplicate.
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// History streams the store's lifecycle as operations, in log order.
+func History(ctx context.Context, s *activity.Store, fn func(Op) error) error {
+	unknown := map[activity.ExecutionID]bool{} // executions whose last completion was info
+	return s.ScanTransitions(ctx, 0, -1, func(t *activity.TransitionRow) error {
+		op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
+			ReadOnly: t.Contract == activity.ContractReadOnly}
+		if op.Process == "" {
+			op.Process = t.Actor
+		}
+		if t.At.OK {
+			at := t.At.V
+			op.Time = &at
+		}
+		switch t.To {
+		case activity.StateDispatched:
+			op.Type = "invoke"
+		case activity.StateSucceeded, activity.StateVerified:
+			op.Type = "ok"
+		case activity.StateFailed, activity.StateRejectedByOperator:
+			op.Type = "fail"
+		case activity.StateFailedBefore:
+			if t.From != activity.StateDispatched {
+				return nil // never invoked
+			}
+			op.Type = "fail"
+		case activity.StateUnknown:
+			op.Type = "info"
+		default:
+			return nil
+		}
+		switch op.Type {
+		case "info":
+			unknown[t.ExecutionID] = true
+		case "ok", "fail":
+			op.Recovered = unknown[t.ExecutionID]
+			delete(unknown, t.ExecutionID)
+		}
+		return fn(op)
+	})
+}
+
+// CheckResult counts what a history shows, in the categories of Jepsen's
+// set and queue checkers.
+type CheckResult struct {
+	Invocations int `json:"invocations"`
+	OK          int `json:"ok"`
+	Fail        int `json:"fail"`
+	Info        int `json:"info"`
+	// Duplicated: requested effects (values) the target performed more
+	// than once, by distinct executions.
+	Duplicated int `json:"duplicated"`
+	// Lost: invocations that never completed, not even as info.
+	Lost int `json:"lost"`
+	// Recovered: indeterminate operations later settled as ok or fail.
+	Recovered int `json:"recovered"`
+	// StillUnknown: executions whose last completion is info.
+	StillUnknown      int      `json:"still_unknown"`
+	DuplicatedEffects []string `json:"duplicated_effects,omitempty"`
+}
+
+// Checker folds a history into a CheckResult; feed it ops in order.
+type Checker struct {
+	okBy    map[string]map[activity.ExecutionID]bool
+	pending map[activity.ExecutionID]bool // invoked, not completed
+	unknown map[activity.ExecutionID]bool
+	res     CheckResult
+}
+
+// NewChecker returns an empty checker.
+func NewChecker() *Checker {
+	return &Checker{okBy: map[string]map[activity.ExecutionID]bool{}, pending: map[activity.ExecutionID]bool{},
+		unknown: map[activity.ExecutionID]bool{}}
+}
+
+// Add folds one operation.
+func (c *Checker) Add(op Op) {
+	switch op.Type {
+	case "invoke":
+		c.res.Invocations++
+		c.pending[op.Execution] = true
+		delete(c.unknown, op.Execution) // a resend: its completion settles the earlier info
+	case "ok", "fail", "info":
+		delete(c.pending, op.Execution)
+		if op.Recovered {
+			c.res.Recovered++
+		}
+		delete(c.unknown, op.Execution)
+	}
+	switch op.Type {
+	case "ok":
+		c.res.OK++
+		if op.ReadOnly {
+			break
+		}
+		if c.okBy[op.Value] == nil {
+			c.okBy[op.Value] = map[activity.ExecutionID]bool{}
+		}
+		c.okBy[op.Value][op.Execution] = true
+	case "fail":
+		c.res.Fail++
+	case "info":
+		c.res.Info++
+		c.unknown[op.Execution] = true
+	}
+}
+
+// Result returns the counts so far.
+func (c *Checker) Result() CheckResult {
+	r := c.res
+	r.Lost, r.StillUnknown = len(c.pending), len(c.unknown)
+	r.DuplicatedEffects = nil
+	for v, execs := range c.okBy {
+		if len(execs) > 1 {
+			r.Duplicated++
+			r.DuplicatedEffects = append(r.DuplicatedEffects, v)
+		}
+	}
+	sort.Strings(r.DuplicatedEffects)
+	return r
+}
+
+// Check runs the checker over the store's whole history.
+func Check(ctx context.Context, s *activity.Store) (CheckResult, error) {
+	c := NewChecker()
+	err := History(ctx, s, func(op Op) error {
+		c.Add(op)
+		return nil
+	})
+	return c.Result(), err
+}
