@@ -3,6 +3,7 @@ package analyze_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 )
 
 var ctx = context.Background()
@@ -249,4 +251,66 @@ func TestHistoryChecker(t *testing.T) {
 		t.Errorf("operations: %+v", res)
 	}
 	t.Logf("%+v", res)
+}
+
+const whatIfConfig = `
+[[actor]]
+name = "agent:ops"
+token_env = "UNUSED"
+[[tool]]
+name = "pt_create_order"
+url = "http://127.0.0.1:1/v1/orders"
+contract = "repeatable_with_key"
+[[tool]]
+name = "pt_transfer_funds"
+url = "http://127.0.0.1:1/v1/transfers"
+contract = "%s"
+`
+
+// TestWhatIfThroughGatewayDecide replays the pass-through's duplicates
+// through the gateway's own decision function.
+func TestWhatIfThroughGatewayDecide(t *testing.T) {
+	got := suspectsByTool(t, incident(t))
+	for contract, want := range map[string]gatewaylite.Recovery{
+		"blocked_after_unknown": gatewaylite.RecoveryBlock,
+		"repeatable_with_key":   gatewaylite.RecoveryResend,
+		"read_only":             gatewaylite.RecoveryNew,
+	} {
+		cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(whatIfConfig, contract)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := analyze.WhatIf(got["pt_transfer_funds"], cfg)
+		if len(w) != 2 || w[0].Would != gatewaylite.RecoveryNew || w[1].Would != want {
+			t.Errorf("transfer under %s: %+v", contract, w)
+		}
+		w = analyze.WhatIf(got["pt_create_order"], cfg)
+		if w[1].Would != gatewaylite.RecoveryStoredResult || w[1].Action != "returned the stored result" {
+			t.Errorf("order: the gateway would have answered the retry from the first execution: %+v", w[1])
+		}
+	}
+}
+
+func TestSuspectTimeline(t *testing.T) {
+	sus := suspectsByTool(t, incident(t))["deploy_release"]
+	tl := analyze.SuspectTimeline(sus)
+	var labels []string
+	for _, f := range tl.Frames {
+		labels = append(labels, fmt.Sprintf("%s>%s:%s", f.From, f.To, f.Label))
+	}
+	got := strings.Join(labels, " | ")
+	for _, want := range []string{"agent>gateway:tools/call → new", "gateway>target:dispatch", "target>gateway:201 (succeeded)", "agent>gateway:tools/call (retry, attached"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("timeline lacks %q:\n%s", want, got)
+		}
+	}
+	last := tl.Frames[len(tl.Frames)-1]
+	if last.States[sus.Executions[0].ID] != activity.StateDelivered {
+		t.Fatalf("state after the last frame: %v", last.States)
+	}
+	// States evolve frame by frame.
+	first := tl.Frames[0]
+	if len(first.States) != 0 {
+		t.Fatalf("before any transition no execution has a state: %v", first.States)
+	}
 }

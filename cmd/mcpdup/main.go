@@ -80,6 +80,8 @@ type CLI struct {
 
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
 	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
+	Replay     ReplayCmd     `cmd:"" help:"Replay a suspect's (or a time range's) events with each execution's state; what the gateway would have done."`
+	Report     ReportCmd     `cmd:"" help:"Write a post-incident report for a suspect (Markdown or self-contained HTML)."`
 	History    HistoryCmd    `cmd:"" help:"Export the lifecycle as a Jepsen-style history (invoke/ok/fail/info), or check it."`
 	Approvals  ApprovalsCmd  `cmd:"" help:"List approvals the gateway is waiting for."`
 	Approve    ApproveCmd    `cmd:"" help:"Approve a pending approval: the waiting call proceeds."`

@@ -81,7 +81,7 @@ func TestVerifyExitCodes(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	for _, cmd := range [][]string{{"init"}, {"status"}, {"resolve"}, {"export"}, {"audit", "verify"}, {"audit", "checkpoint"}, {"audit", "key"}, {"completion"},
-		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}, {"analyze"}, {"history"}} {
+		{"gateway"}, {"lock"}, {"unlock"}, {"approvals"}, {"approve"}, {"deny"}, {"analyze"}, {"history"}, {"replay"}, {"report"}} {
 		code, out, _ := mcpdup(t, append(cmd, "--help")...)
 		if code != 0 || !strings.Contains(out, "Example") {
 			t.Errorf("mcpdup %s --help: exit %d, no example:\n%s", strings.Join(cmd, " "), code, out)
@@ -221,6 +221,54 @@ func TestAnalyzeCommand(t *testing.T) {
 	code, out, _ = mcpdup(t, "analyze", "-o", "markdown")
 	if code != 0 || !strings.Contains(out, "# Suspected duplicate actions") || !strings.Contains(out, "**Recommended fix:**") {
 		t.Fatalf("analyze markdown:\n%s", out)
+	}
+	var full struct {
+		Suspects []struct {
+			ID   string `json:"id"`
+			Tool string `json:"tool"`
+		} `json:"suspects"`
+	}
+	_, out, _ = mcpdup(t, "analyze", "-o", "json")
+	json.Unmarshal([]byte(out), &full)
+	var transfer string
+	for _, sus := range full.Suspects {
+		if sus.Tool == "pt_transfer_funds" {
+			transfer = sus.ID
+		}
+	}
+	cfg := filepath.Join(dir, "whatif.toml")
+	os.WriteFile(cfg, []byte(`[[actor]]
+name = "a"
+token_env = "X"
+[[tool]]
+name = "pt_transfer_funds"
+url = "http://127.0.0.1:1/x"
+contract = "blocked_after_unknown"
+`), 0o600)
+	code, out, errs = mcpdup(t, "replay", transfer, "--what-if", cfg)
+	if code != 0 || !strings.Contains(out, "dispatch") || !strings.Contains(out, "✕ no answer") || !strings.Contains(out, "→ blocked: pending verification") {
+		t.Fatalf("replay --what-if: %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = mcpdup(t, "replay", "--from", "2000-01-01T00:00:00Z", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"frames"`) || strings.Count(out, `"seq"`) < 50 {
+		t.Fatalf("replay a range: %d\n%.400s", code, out)
+	}
+	if code, _, errs := mcpdup(t, "replay"); code != 2 || !strings.Contains(errs, "give a suspect id or --from") {
+		t.Fatalf("replay with nothing: %d %s", code, errs)
+	}
+	page := filepath.Join(dir, "report.html")
+	code, _, errs = mcpdup(t, "report", transfer, "-o", "html", "-f", page, "--what-if", cfg)
+	b, _ := os.ReadFile(page)
+	if code != 0 || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "duplicate risk") || strings.Contains(string(b), "<script") ||
+		strings.Contains(string(b), "http://") && !strings.Contains(string(b), "http://www.w3.org/2000/svg") {
+		t.Fatalf("report html: %d %s\n%.300s", code, errs, b)
+	}
+	code, out, _ = mcpdup(t, "report", transfer)
+	if code != 0 || !strings.Contains(out, "# Post-incident report") || !strings.Contains(out, "## Timeline") {
+		t.Fatalf("report md:\n%s", out)
+	}
+	if code, _, errs := mcpdup(t, "report", "sus_nope"); code != 1 || !strings.Contains(errs, "no suspect sus_nope") {
+		t.Fatalf("report of a missing suspect: %d %s", code, errs)
 	}
 	code, out, _ = mcpdup(t, "history", "--check")
 	if code != 0 || !strings.Contains(out, "duplicated 3") {

@@ -1,0 +1,185 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Lane is a swimlane of the timeline.
+type Lane string
+
+const (
+	LaneAgent   Lane = "agent"
+	LaneGateway Lane = "gateway"
+	LaneTarget  Lane = "target"
+)
+
+// Frame is one event of a replay and the state of every execution after it.
+type Frame struct {
+	Seq         int64                                   `json:"seq"`
+	Time        *time.Time                              `json:"time,omitempty"`
+	From        Lane                                    `json:"from"` // an arrow from one lane to another, or From == To
+	To          Lane                                    `json:"to"`
+	Label       string                                  `json:"label"`
+	ExecutionID activity.ExecutionID                    `json:"execution_id,omitempty"`
+	CallID      activity.CallID                         `json:"call_id,omitempty"`
+	States      map[activity.ExecutionID]activity.State `json:"states"`
+}
+
+// Timeline is the ordered events of a suspect or a time range.
+type Timeline struct {
+	Title      string                 `json:"title"`
+	Executions []activity.ExecutionID `json:"executions"` // in order of appearance
+	Frames     []Frame                `json:"frames"`
+}
+
+// SuspectTimeline replays a suspect: its calls and every transition of its
+// executions, in log order.
+func SuspectTimeline(sus *Suspect) *Timeline {
+	tl := &Timeline{Title: fmt.Sprintf("%s: %s", sus.ID, sus.Title)}
+	type ev struct {
+		seq  int64
+		call *CallRef
+		tr   *activity.Transition
+	}
+	var evs []ev
+	for i := range sus.Calls {
+		evs = append(evs, ev{seq: sus.Calls[i].Seq, call: &sus.Calls[i]})
+	}
+	for i := range sus.Executions {
+		tl.Executions = append(tl.Executions, sus.Executions[i].ID)
+		for j := range sus.Executions[i].Transitions {
+			t := &sus.Executions[i].Transitions[j]
+			evs = append(evs, ev{seq: t.Seq, tr: t})
+		}
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return int(a.seq - b.seq) })
+	states := map[activity.ExecutionID]activity.State{}
+	for _, e := range evs {
+		var f Frame
+		if e.call != nil {
+			f = callFrame(e.call.Seq, e.call.ID, e.call.ExecutionID, e.call.Disposition, e.call.ReceivedAt)
+		} else {
+			f = transitionFrame(e.tr)
+			states[e.tr.ExecutionID] = e.tr.To
+		}
+		f.States = copyStates(states)
+		tl.Frames = append(tl.Frames, f)
+	}
+	return tl
+}
+
+// RangeTimeline replays everything that happened between two times: every
+// call and transition received or recorded in [from, to].
+func RangeTimeline(ctx context.Context, s *activity.Store, from, to time.Time) (*Timeline, error) {
+	tl := &Timeline{Title: fmt.Sprintf("%s – %s", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
+	var calls []Frame
+	err := s.ScanCalls(ctx, func(r *activity.CallRow) error {
+		if r.ReceivedAt.Before(from) || r.ReceivedAt.After(to) {
+			return nil
+		}
+		calls = append(calls, callFrame(r.Seq, r.ID, r.ExecutionID, r.Disposition, r.ReceivedAt))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var trs []activity.Transition
+	err = s.ScanTransitions(ctx, 0, -1, func(t *activity.TransitionRow) error {
+		if !t.At.OK || t.At.V.Before(from) || t.At.V.After(to) {
+			return nil
+		}
+		trs = append(trs, t.Transition)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	frames := calls
+	for i := range trs {
+		frames = append(frames, transitionFrame(&trs[i]))
+	}
+	slices.SortFunc(frames, func(a, b Frame) int { return int(a.Seq - b.Seq) })
+	states := map[activity.ExecutionID]activity.State{}
+	for i := range frames {
+		f := &frames[i]
+		if f.ExecutionID != "" && !slices.Contains(tl.Executions, f.ExecutionID) {
+			tl.Executions = append(tl.Executions, f.ExecutionID)
+		}
+		if f.CallID == "" {
+			states[f.ExecutionID] = stateOf(trs, f.Seq)
+		}
+		f.States = copyStates(states)
+	}
+	tl.Frames = frames
+	return tl, nil
+}
+
+func stateOf(trs []activity.Transition, seq int64) activity.State {
+	for _, t := range trs {
+		if t.Seq == seq {
+			return t.To
+		}
+	}
+	return ""
+}
+
+func copyStates(m map[activity.ExecutionID]activity.State) map[activity.ExecutionID]activity.State {
+	out := make(map[activity.ExecutionID]activity.State, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func callFrame(seq int64, id activity.CallID, exec activity.ExecutionID, d activity.Disposition, at time.Time) Frame {
+	label := "tools/call"
+	switch d {
+	case activity.DispositionAttached:
+		label = "tools/call (retry, attached to " + short(exec) + ")"
+	case activity.DispositionNewExecution:
+		label = "tools/call → new " + short(exec)
+	}
+	t := at
+	return Frame{Seq: seq, Time: &t, From: LaneAgent, To: LaneGateway, Label: label, CallID: id, ExecutionID: exec}
+}
+
+// transitionFrame draws a lifecycle step as the arrow it stands for.
+func transitionFrame(t *activity.Transition) Frame {
+	f := Frame{Seq: t.Seq, ExecutionID: t.ExecutionID, From: LaneGateway, To: LaneGateway, Label: string(t.To)}
+	if t.At.OK {
+		at := t.At.V
+		f.Time = &at
+	}
+	switch t.To {
+	case activity.StateDispatched:
+		f.To, f.Label = LaneTarget, "dispatch "+short(t.ExecutionID)
+	case activity.StateSucceeded, activity.StateFailed:
+		f.From, f.Label = LaneTarget, string(t.To)
+		switch {
+		case t.TargetStatus.OK:
+			f.Label = fmt.Sprintf("%d (%s)", t.TargetStatus.V, t.To)
+		case t.ExitCode.OK:
+			f.Label = fmt.Sprintf("exit %d (%s)", t.ExitCode.V, t.To)
+		}
+	case activity.StateUnknown:
+		f.From, f.Label = LaneTarget, "✕ no answer: outcome unknown"
+	case activity.StateDelivered:
+		f.To, f.Label = LaneAgent, "result delivered"
+	case activity.StateDeliveryFailed, activity.StateNotDelivered:
+		f.To, f.Label = LaneAgent, "✕ result not delivered"
+	}
+	return f
+}
+
+func short(id activity.ExecutionID) string {
+	s := string(id)
+	if len(s) > 10 {
+		return s[:4] + "…" + s[len(s)-6:]
+	}
+	return s
+}

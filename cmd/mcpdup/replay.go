@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+)
+
+// ReplayCmd prints a suspect's or a time range's timeline.
+type ReplayCmd struct {
+	Suspect string        `arg:"" optional:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
+	From    time.Time     `placeholder:"TIME" help:"Replay everything from this time (RFC 3339) instead of a suspect."`
+	To      time.Time     `placeholder:"TIME" help:"... up to this time (default: now)."`
+	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Also run the suspect's calls through the gateway's matching under this gateway configuration's contracts."`
+	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
+	Output  string        `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+}
+
+func (c *ReplayCmd) Help() string {
+	return `Prints every event in order (calls, lifecycle steps) with the state of each
+execution after it: the sequence behind a suspect, or behind any time range.
+With --what-if, says for each call what the gateway would have done under
+the given contracts (attached, returned the stored result, blocked, resent
+with the same key, or dispatched a new execution), using the gateway's own
+decision function.
+
+Examples:
+  mcpdup replay sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W --db ./incident.db
+  mcpdup replay sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W --what-if gateway.toml
+  mcpdup replay --from 2026-11-30T09:00:00Z --to 2026-11-30T09:05:00Z -o json`
+}
+
+// Validate needs a suspect or a range, not both.
+func (c *ReplayCmd) Validate() error {
+	if (c.Suspect == "") == c.From.IsZero() {
+		return errors.New("give a suspect id or --from (with an optional --to), not both")
+	}
+	if c.WhatIf != "" && c.Suspect == "" {
+		return errors.New("--what-if replays a suspect's calls: give a suspect id")
+	}
+	return nil
+}
+
+func (c *ReplayCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := g.openStore(ctx, readStore)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var tl *analyze.Timeline
+	var whatIf []analyze.WhatIfCall
+	if c.Suspect != "" {
+		sus, err := analyze.Find(ctx, s, analyze.Options{Window: c.Window}, c.Suspect)
+		if err != nil {
+			return err
+		}
+		tl = analyze.SuspectTimeline(sus)
+		if c.WhatIf != "" {
+			cfg, err := gatewaylite.LoadConfig(c.WhatIf)
+			if err != nil {
+				return err
+			}
+			whatIf = analyze.WhatIf(sus, cfg)
+		}
+	} else {
+		to := c.To
+		if to.IsZero() {
+			to = time.Now()
+		}
+		if tl, err = analyze.RangeTimeline(ctx, s, c.From, to); err != nil {
+			return err
+		}
+	}
+	if c.Output == "json" {
+		if whatIf == nil {
+			whatIf = []analyze.WhatIfCall{}
+		}
+		return writeJSON(g.stdout, map[string]any{"timeline": tl, "what_if": whatIf})
+	}
+	return writeTimeline(g.stdout, tl, whatIf)
+}
+
+func writeTimeline(out io.Writer, tl *analyze.Timeline, whatIf []analyze.WhatIfCall) error {
+	fmt.Fprintf(out, "%s\n\n", tl.Title)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tTIME\tLANES\tEVENT\tSTATES AFTER")
+	for _, f := range tl.Frames {
+		at := "not recorded"
+		if f.Time != nil {
+			at = f.Time.UTC().Format("15:04:05.000")
+		}
+		var states string
+		for _, id := range tl.Executions {
+			if st, ok := f.States[id]; ok {
+				states += fmt.Sprintf("%s=%s ", id, st)
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s→%s\t%s\t%s\n", f.Seq, at, f.From, f.To, f.Label, states)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(whatIf) > 0 {
+		fmt.Fprintln(out, "\nwhat the gateway would have done:")
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, c := range whatIf {
+			fmt.Fprintf(w, "  %s\t%s\t→ %s\t(%s)\n", c.CallID, c.Recorded, c.Action, c.Reason)
+		}
+		return w.Flush()
+	}
+	return nil
+}
+
+// ReportCmd writes a post-incident report for one suspect.
+type ReportCmd struct {
+	Suspect string        `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
+	Output  string        `short:"o" enum:"md,html" default:"md" help:"Format: md or html (self-contained, inline SVG timeline)."`
+	File    string        `short:"f" placeholder:"FILE" help:"Write to FILE instead of standard output."`
+	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
+	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
+}
+
+func (c *ReportCmd) Help() string {
+	return `The verdict, the five answers with the log records that prove them, the
+recommended fix, and the timeline (a sequence diagram with agent, gateway
+and target lanes in HTML). The HTML page needs no network and no script.
+
+Examples:
+  mcpdup report sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W -o html -f incident-4711.html
+  mcpdup report sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W > incident-4711.md`
+}
+
+func (c *ReportCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := g.openStore(ctx, readStore)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	sus, err := analyze.Find(ctx, s, analyze.Options{Window: c.Window}, c.Suspect)
+	if errors.Is(err, activity.ErrNotFound) {
+		return fmt.Errorf("no suspect %s in %s (list them with mcpdup analyze)", c.Suspect, s.Path())
+	}
+	if err != nil {
+		return err
+	}
+	var whatIf []analyze.WhatIfCall
+	if c.WhatIf != "" {
+		cfg, err := gatewaylite.LoadConfig(c.WhatIf)
+		if err != nil {
+			return err
+		}
+		whatIf = analyze.WhatIf(sus, cfg)
+	}
+	out := g.stdout
+	if c.File != "" {
+		f, err := os.Create(c.File)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	tl := analyze.SuspectTimeline(sus)
+	if c.Output == "html" {
+		err = analyze.ReportHTML(out, sus, tl, whatIf)
+	} else {
+		err = analyze.ReportMarkdown(out, sus, tl, whatIf)
+	}
+	if err == nil && c.File != "" {
+		fmt.Fprintf(g.stderr, "wrote %s\n", c.File)
+	}
+	return err
+}
