@@ -105,6 +105,7 @@ type ExecutionFilter struct {
 	Actor  string
 	Tool   string
 	Live   bool // only executions the live gateway created (not imported)
+	Newest bool // newest first
 	Limit  int  // 0: no limit
 }
 
@@ -134,6 +135,9 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY seq"
+	if f.Newest {
+		q += " DESC"
+	}
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
@@ -653,4 +657,34 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 		}
 	}
 	return rows.Err()
+}
+
+// Runs lists agent runs, newest first, at most limit (0: all).
+func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
+	q := `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at FROM runs ORDER BY seq DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := s.query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		var r Run
+		var started string
+		var ended sql.NullString
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended); err != nil {
+			return nil, err
+		}
+		if r.StartedAt, err = parseTime(started); err != nil {
+			return nil, err
+		}
+		if r.EndedAt, err = parseOptTime(ended); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -76,7 +76,7 @@ func (v Verdict) Fix() string { return verdictInfo[v].fix }
 func (v Verdict) Glyph() string {
 	switch v {
 	case VerdictDuplicate:
-		return "✖"
+		return "✗"
 	case VerdictDuplicateRisk, VerdictInsufficient:
 		return "?"
 	case VerdictTwoProcesses, VerdictIntentional:

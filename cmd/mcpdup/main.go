@@ -78,6 +78,8 @@ type CLI struct {
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
+	Demo       DemoCmd       `cmd:"" help:"Run a scripted incident through the real gateway and open the console on it."`
+	Console    ConsoleCmd    `cmd:"" help:"Open the interactive console: suspects, the five-question walk, replay, the pending queue."`
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
 	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
 	Replay     ReplayCmd     `cmd:"" help:"Replay a suspect's (or a time range's) events with each execution's state; what the gateway would have done."`

@@ -215,7 +215,7 @@ func TestAnalyzeCommand(t *testing.T) {
 		t.Fatalf("analyze -o json: exit %d, %+v\n%s", code, res, errs)
 	}
 	code, out, _ = mcpdup(t, "analyze", "-q")
-	if code != 0 || !strings.Contains(out, "✖  duplicate") || !strings.Contains(out, "Q3 unknown") || !strings.Contains(out, "10 suspects") {
+	if code != 0 || !strings.Contains(out, "✗  duplicate") || !strings.Contains(out, "Q3 unknown") || !strings.Contains(out, "10 suspects") {
 		t.Fatalf("analyze table:\n%s", out)
 	}
 	code, out, _ = mcpdup(t, "analyze", "-o", "markdown")

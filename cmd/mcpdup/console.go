@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/tui"
+)
+
+// ConsoleCmd opens the interactive console.
+type ConsoleCmd struct {
+	Operator string        `env:"USER" help:"Who resolves (recorded with each resolution; default: $USER)."`
+	NoLive   bool          `help:"Do not watch the database for new activity."`
+	Window   time.Duration `help:"Grouping window, as for mcpdup analyze."`
+}
+
+func (c *ConsoleCmd) Help() string {
+	return `Views (tab, or 1-4): suspects (sort with s, filter with /), a suspect's five
+questions walked one at a time (enter) with its swimlane timeline and a
+step-by-step replay (p), the pending queue (v verified, x rejected, a/d for
+approvals: note, then y/N), executions and sessions. The status bar shows
+counts and whether the log verifies. While a gateway writes to the same
+database, new activity appears by itself. ? lists the keys of each view;
+q quits.
+
+Example:
+  mcpdup console --db ./incident.db`
+}
+
+func (c *ConsoleCmd) Run(g *Globals) error {
+	if err := requireOperator(c.Operator); err != nil {
+		return err
+	}
+	s, err := g.openStore(context.Background(), writeStore)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return runConsole(s, tui.Options{Operator: c.Operator, Poll: pollFor(c.NoLive), Analysis: analyze.Options{Window: c.Window}})
+}
+
+func pollFor(off bool) time.Duration {
+	if off {
+		return -1
+	}
+	return 0
+}
+
+func runConsole(s *activity.Store, opts tui.Options) error {
+	p := tea.NewProgram(tui.New(s, opts), tea.WithAltScreen())
+	_, err := p.Run()
+	return err
+}
+
+// DemoCmd runs the scripted incident and opens the console on it.
+type DemoCmd struct {
+	NoConsole bool   `help:"Build the demo database and stop; print how to open it."`
+	Operator  string `env:"USER" help:"Who resolves in the console (default: $USER, else 'demo')."`
+}
+
+func (c *DemoCmd) Help() string {
+	return `One command, no setup: starts the real embedded gateway, a local target API
+that acts and counts its effects, fault proxies and agents with a naive
+retry layer (all on loopback, stopped afterwards), runs a scripted
+incident that produces every verdict and a few pending verifications, then
+opens the console on the result. Without --db it writes to a new temporary
+directory (its own signing key included) and says where.
+
+Examples:
+  mcpdup demo
+  mcpdup demo --db ./demo.db --no-console && mcpdup console --db ./demo.db`
+}
+
+func (c *DemoCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	db, keyDir := g.DB, g.KeyDir
+	if db == "" {
+		dir, err := os.MkdirTemp("", "mcpdup-demo-")
+		if err != nil {
+			return err
+		}
+		db = filepath.Join(dir, "demo.db")
+		if keyDir == "" {
+			keyDir = filepath.Join(dir, "keys")
+		}
+	}
+	if keyDir == "" {
+		keyDir = g.keyDir()
+	}
+	if _, err := os.Stat(db); err == nil {
+		return fmt.Errorf("%s exists: the demo writes a new database (remove it or pick another --db)", db)
+	}
+	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keyDir})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Fprintf(g.stderr, "mcpdup demo: running a scripted incident into %s\n", db)
+	err = fixtures.BuildIncident(ctx, s, keyDir, func(step string) { fmt.Fprintf(g.stderr, "  %s\n", step) })
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
+		return err
+	}
+	again := fmt.Sprintf("mcpdup console --db %s --key-dir %s", db, keyDir)
+	if c.NoConsole {
+		fmt.Fprintf(g.stderr, "done. Open it with:\n  %s\n", again)
+		return nil
+	}
+	operator := c.Operator
+	if operator == "" {
+		operator = "demo"
+	}
+	if err := runConsole(s, tui.Options{Operator: operator}); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "the demo database stays at %s; open it again with:\n  %s\n", db, again)
+	return nil
+}

@@ -1,0 +1,461 @@
+// Package tui is the mcpdup console: a root model that routes to child
+// views (suspects, a suspect's detail, the pending queue, the executions
+// and sessions browsers), each with its own keys, help and size. No I/O
+// happens in Update: every read and write of the store is a command (see
+// msgs.go). New is the one construction path for the program and tests.
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/tui/browse"
+	"github.com/mcpdup/mcpdup/tui/detail"
+	"github.com/mcpdup/mcpdup/tui/pending"
+	"github.com/mcpdup/mcpdup/tui/suspects"
+)
+
+// Options configure the console.
+type Options struct {
+	// Operator is recorded on resolutions and approvals.
+	Operator string
+	// Poll is how often live mode looks for new records (0: 2s; <0: off).
+	Poll time.Duration
+	// Analysis tunes suspect detection.
+	Analysis analyze.Options
+	// Title names the source in the status bar (default: the db path).
+	Title string
+}
+
+// The views, in tab order.
+const (
+	tabSuspects = iota
+	tabPending
+	tabExecutions
+	tabSessions
+)
+
+var tabNames = []string{"1 suspects", "2 pending", "3 executions", "4 sessions"}
+
+// Minimum size the layout supports; smaller gets a "too small" screen.
+const minWidth, minHeight = 50, 12
+
+// Model is the console.
+type Model struct {
+	store    *activity.Store
+	opts     Options
+	width    int
+	height   int
+	tab      int
+	inDetail bool
+	suspects suspects.Model
+	detail   detail.Model
+	pending  pending.Model
+	execs    browse.Model
+	runs     browse.Model
+	help     help.Model
+	showHelp bool
+
+	gen      int   // generation of the suspects load
+	loading  bool  // suspects still streaming in
+	read     int64 // calls read by the running load
+	logSize  int64 // records seen; live mode reloads when it grows
+	auditTxt string
+	status   string
+	bad      bool
+}
+
+// New builds the console on an open store.
+func New(s *activity.Store, opts Options) *Model {
+	if opts.Poll == 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.Title == "" {
+		opts.Title = s.Path()
+	}
+	return &Model{
+		store: s, opts: opts,
+		suspects: suspects.New(styles), detail: detail.New(styles), pending: pending.New(styles),
+		execs: browse.New("executions (newest first)", styles), runs: browse.New("agent runs (the Sessions log)", styles),
+		help: help.New(), auditTxt: "audit: checking…", loading: true,
+	}
+}
+
+// Init starts every load; live mode polls for new records.
+func (m *Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{loadSuspects(m.store, m.opts.Analysis, m.gen), loadPending(m.store), loadBrowsers(m.store),
+		verifyLog(m.store), logSize(m.store)}
+	if m.opts.Poll > 0 {
+		cmds = append(cmds, tick(m.opts.Poll))
+	}
+	return tea.Batch(cmds...)
+}
+
+// reload starts a fresh load of everything (after a write, or when live
+// mode sees new records). Replies to an older load are dropped.
+func (m *Model) reload() tea.Cmd {
+	m.gen++
+	m.loading, m.read = true, 0
+	m.suspects.SetSuspects(nil)
+	return tea.Batch(loadSuspects(m.store, m.opts.Analysis, m.gen), loadPending(m.store), loadBrowsers(m.store), verifyLog(m.store))
+}
+
+// Update routes a message: typing first, then global keys, then the view.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.layout()
+		return m, nil
+	case tea.KeyMsg:
+		return m.key(msg)
+	case suspectsMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		m.suspects.Add(msg.suspects)
+		m.read = msg.read
+		if msg.err != nil {
+			m.setStatus("analysis: "+msg.err.Error(), true)
+		}
+		if msg.done {
+			m.loading = false
+			return m, nil
+		}
+		return m, msg.next
+	case pendingMsg:
+		if msg.err != nil {
+			m.setStatus("pending: "+msg.err.Error(), true)
+		} else {
+			m.pending.SetItems(msg.execs, msg.approvals)
+		}
+	case browseMsg:
+		if msg.err != nil {
+			m.setStatus("browse: "+msg.err.Error(), true)
+		} else {
+			m.setBrowsers(msg.execs, msg.runs)
+		}
+	case auditMsg:
+		m.auditTxt = auditText(msg.report, msg.err)
+	case resolvedMsg:
+		if msg.err != nil {
+			m.setStatus(msg.err.Error(), true)
+			return m, nil
+		}
+		m.setStatus(msg.what, false)
+		return m, tea.Batch(m.reload(), logSize(m.store))
+	case pending.ResolveMsg:
+		return m, resolve(m.store, activity.Resolution{ExecutionID: msg.Execution, Outcome: msg.Outcome, Operator: m.opts.Operator, Note: msg.Note})
+	case pending.DecideMsg:
+		return m, decide(m.store, msg.Approval, msg.State, m.opts.Operator, msg.Note)
+	case tickMsg:
+		return m, tea.Batch(logSize(m.store), tick(m.opts.Poll))
+	case sizeMsg:
+		if msg.err == nil && msg.size != m.logSize {
+			first := m.logSize == 0
+			m.logSize = msg.size
+			if !first && !m.loading {
+				m.setStatus("new activity: reloaded", false)
+				return m, m.reload()
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Model) typing() bool {
+	switch {
+	case m.inDetail:
+		return false
+	case m.tab == tabSuspects:
+		return m.suspects.Typing()
+	case m.tab == tabPending:
+		return m.pending.Typing()
+	}
+	return false
+}
+
+func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if key.Matches(km, keys.ForceQuit) {
+		return m, tea.Quit
+	}
+	// Keys typed faster than the terminal is read arrive as one message
+	// of several runes; outside a text field each is its own command.
+	if km.Type == tea.KeyRunes && len(km.Runes) > 1 && !km.Paste && !m.typing() {
+		var cmds []tea.Cmd
+		for _, r := range km.Runes {
+			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: km.Alt})
+			cmds = append(cmds, cmd)
+			if m.typing() {
+				break // a rune opened a text field: the rest is typing
+			}
+		}
+		return m, tea.Batch(cmds...)
+	}
+	m.status, m.bad = "", false
+	if !m.typing() && !(m.tab == tabPending && m.pending.Busy() && !m.inDetail) {
+		switch {
+		case key.Matches(km, keys.Quit):
+			return m, tea.Quit
+		case key.Matches(km, keys.Help):
+			m.showHelp = !m.showHelp
+			m.layout()
+			return m, nil
+		case key.Matches(km, keys.NextTab):
+			return m, m.switchTab((m.tab + 1) % len(tabNames))
+		case key.Matches(km, keys.PrevTab):
+			return m, m.switchTab((m.tab + len(tabNames) - 1) % len(tabNames))
+		case key.Matches(km, keys.Tab1):
+			return m, m.switchTab(tabSuspects)
+		case key.Matches(km, keys.Tab2):
+			return m, m.switchTab(tabPending)
+		case key.Matches(km, keys.Tab3):
+			return m, m.switchTab(tabExecutions)
+		case key.Matches(km, keys.Tab4):
+			return m, m.switchTab(tabSessions)
+		case key.Matches(km, keys.Refresh) && !(m.inDetail && m.detail.Replaying()):
+			m.setStatus("refreshing", false)
+			return m, m.reload()
+		}
+	}
+	var cmd tea.Cmd
+	switch {
+	case m.inDetail:
+		m.detail, cmd = m.detail.Update(km)
+		if m.detail.TakeBack() {
+			m.inDetail = false
+		}
+	case m.tab == tabSuspects:
+		m.suspects, cmd = m.suspects.Update(km)
+		if s := m.suspects.TakeOpened(); s != nil {
+			m.detail.SetSuspect(s)
+			m.inDetail = true
+		}
+	case m.tab == tabPending:
+		m.pending, cmd = m.pending.Update(km)
+	case m.tab == tabExecutions:
+		m.execs, cmd = m.execs.Update(km)
+	case m.tab == tabSessions:
+		m.runs, cmd = m.runs.Update(km)
+	}
+	return m, cmd
+}
+
+func (m *Model) switchTab(t int) tea.Cmd {
+	m.tab, m.inDetail = t, false
+	return nil
+}
+
+func (m *Model) setStatus(s string, bad bool) { m.status, m.bad = s, bad }
+
+// layout gives each view the space left by the tab line, the status bar
+// and, when shown, the full help.
+func (m *Model) layout() {
+	m.help.Width = m.width
+	bodyH := m.height - 2
+	if m.showHelp {
+		bodyH -= m.helpHeight()
+	}
+	bodyH = max(bodyH, 1)
+	m.suspects.SetSize(m.width, bodyH)
+	m.detail.SetSize(m.width, bodyH)
+	m.pending.SetSize(m.width, bodyH)
+	m.execs.SetSize(m.width, bodyH)
+	m.runs.SetSize(m.width, bodyH)
+}
+
+func (m *Model) helpHeight() int {
+	h := m.help
+	h.ShowAll = true
+	return strings.Count(h.View(m.helpKeys()), "\n") + 2
+}
+
+func (m *Model) helpKeys() helpKeys {
+	var v viewKeys
+	switch {
+	case m.inDetail:
+		v = m.detail
+	case m.tab == tabSuspects:
+		v = m.suspects
+	case m.tab == tabPending:
+		v = m.pending
+	case m.tab == tabExecutions:
+		v = m.execs
+	default:
+		v = m.runs
+	}
+	return helpKeys{view: v, typing: m.typing()}
+}
+
+// View draws the tab line, the active view, the help and the status bar.
+func (m *Model) View() string {
+	if m.width < minWidth || m.height < minHeight {
+		return fmt.Sprintf("terminal too small: need %d×%d, have %d×%d\n(q quits)", minWidth, minHeight, m.width, m.height)
+	}
+	var b strings.Builder
+	b.WriteString(m.tabLine() + "\n")
+	var body string
+	switch {
+	case m.inDetail:
+		body = m.detail.View()
+	case m.tab == tabSuspects:
+		body = m.suspects.View()
+	case m.tab == tabPending:
+		body = m.pending.View()
+	case m.tab == tabExecutions:
+		body = m.execs.View()
+	default:
+		body = m.runs.View()
+	}
+	bodyH := m.height - 2
+	if m.showHelp {
+		bodyH -= m.helpHeight()
+	}
+	b.WriteString(fit(body, max(bodyH, 1)))
+	if m.showHelp {
+		h := m.help
+		h.ShowAll = true
+		b.WriteString("\n" + h.View(m.helpKeys()) + "\n")
+	}
+	b.WriteString("\n" + m.statusBar())
+	return safeLines(b.String(), m.width)
+}
+
+// safeLines keeps every line one cell short of the terminal's width: a
+// glyph the terminal draws wider than its width table says must not wrap
+// the line and shift everything below it.
+func safeLines(s string, width int) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if ansi.StringWidth(l) >= width {
+			lines[i] = ansi.Truncate(l, width-1, "")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (m *Model) tabLine() string {
+	var parts []string
+	for i, name := range tabNames {
+		if i == tabPending && m.pending.Len() > 0 {
+			name = fmt.Sprintf("%s (%d)", name, m.pending.Len())
+		}
+		if i == m.tab {
+			parts = append(parts, activeTabStyle.Render(name))
+		} else {
+			parts = append(parts, tabStyle.Render(name))
+		}
+	}
+	line := strings.Join(parts, " ")
+	if m.inDetail {
+		line += styles.Muted.Render("  › suspect")
+	}
+	return line
+}
+
+func (m *Model) statusBar() string {
+	shown, total, counts := m.suspects.Counts()
+	left := fmt.Sprintf(" %d suspects", total)
+	if shown != total {
+		left = fmt.Sprintf(" %d/%d suspects", shown, total)
+	}
+	if c := counts[analyze.VerdictDuplicate] + counts[analyze.VerdictDuplicateRisk]; c > 0 {
+		left += fmt.Sprintf(" (✗ %d duplicate, ? %d risk)", counts[analyze.VerdictDuplicate], counts[analyze.VerdictDuplicateRisk])
+	}
+	left += fmt.Sprintf(" · %d pending · %s", m.pending.Len(), m.auditTxt)
+	if m.loading {
+		left += fmt.Sprintf(" · analysing (%d calls read)", m.read)
+	} else if m.opts.Poll > 0 {
+		left += " · live"
+	}
+	right := "? help "
+	if m.status != "" {
+		right = m.status + "  " + right
+	}
+	space := m.width - len([]rune(left)) - len([]rune(right))
+	line := left + strings.Repeat(" ", max(space, 1)) + right
+	if r := []rune(line); len(r) > m.width {
+		line = string(r[:max(m.width-1, 0)]) + "…"
+	}
+	if m.bad {
+		return styles.Error.Render(line)
+	}
+	return styles.StatusBar.Render(line)
+}
+
+func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
+	var rows, details []string
+	for _, e := range execs {
+		rows = append(rows, fmt.Sprintf("%s %-28s %-30s %-20s %-20s %s", stateGlyph(e.State), e.State, e.ID, clip(e.Tool, 20), clip(e.Actor, 20), timeText(e.Times.Accepted)))
+		details = append(details, fmt.Sprintf("%s %s · contract %s · %s", e.Method, e.Target, e.Contract, e.Error))
+	}
+	m.execs.SetRows(fmt.Sprintf("  %-28s %-30s %-20s %-20s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED"), rows, details)
+	rows, details = nil, nil
+	for _, r := range runs {
+		ended := "running"
+		if r.EndedAt.OK {
+			ended = "ended " + r.EndedAt.V.UTC().Format("15:04:05")
+		}
+		rows = append(rows, fmt.Sprintf("%-30s %-20s %-14s %-24s %s  %s", r.ID, clip(r.Actor, 20), r.IdentifiedBy, clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
+		details = append(details, fmt.Sprintf("identified by %s: %s", r.IdentifiedBy, r.Evidence))
+	}
+	m.runs.SetRows(fmt.Sprintf("%-30s %-20s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)
+}
+
+func stateGlyph(s activity.State) string {
+	switch s {
+	case activity.StateUnknown, activity.StatePendingVerification:
+		return "?"
+	case activity.StateRejected, activity.StateFailedBefore, activity.StateFailed, activity.StateRejectedByOperator, activity.StateDeliveryFailed:
+		return "✗"
+	}
+	return "✓"
+}
+
+func auditText(r *audit.Report, err error) string {
+	switch {
+	case err != nil:
+		return "audit: error"
+	case r.Tampered:
+		return fmt.Sprintf("audit ✗ BROKEN (%d problems)", len(r.Problems)+r.ProblemsOmitted)
+	case r.Unsealed > 0:
+		return fmt.Sprintf("audit ✓ chain ok, %d unsealed", r.Unsealed)
+	}
+	return "audit ✓ verified"
+}
+
+func timeText(o activity.Opt[time.Time]) string {
+	if !o.OK {
+		return "not recorded"
+	}
+	return o.V.UTC().Format("2006-01-02 15:04:05")
+}
+
+func clip(s string, w int) string {
+	r := []rune(s)
+	if len(r) <= w {
+		return s
+	}
+	return string(r[:max(w-1, 0)]) + "…"
+}
+
+// fit pads or cuts a view to exactly h lines.
+func fit(s string, h int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
+}

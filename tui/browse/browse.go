@@ -1,0 +1,117 @@
+// Package browse is a scrollable table: the console's executions and
+// sessions browsers.
+package browse
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/mcpdup/mcpdup/tui/theme"
+)
+
+type keyMap struct{ Up, Down, Top, Bottom, PageUp, PageDown key.Binding }
+
+var keys = keyMap{
+	Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+	Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+	Top:      key.NewBinding(key.WithKeys("g", "home"), key.WithHelp("g", "top")),
+	Bottom:   key.NewBinding(key.WithKeys("G", "end"), key.WithHelp("G", "bottom")),
+	PageUp:   key.NewBinding(key.WithKeys("pgup", "ctrl+u"), key.WithHelp("pgup", "page up")),
+	PageDown: key.NewBinding(key.WithKeys("pgdown", "ctrl+d"), key.WithHelp("pgdn", "page down")),
+}
+
+// Model is a titled table of text rows.
+type Model struct {
+	title   string
+	header  string
+	rows    []string
+	details []string // a line shown under the table for the selected row
+	cursor  int
+	width   int
+	height  int
+	styles  theme.Styles
+}
+
+// New returns an empty table.
+func New(title string, styles theme.Styles) Model { return Model{title: title, styles: styles} }
+
+// SetRows replaces the contents.
+func (m *Model) SetRows(header string, rows, details []string) {
+	m.header, m.rows, m.details = header, rows, details
+	m.cursor = min(m.cursor, max(len(rows)-1, 0))
+}
+
+// SetSize sets the view's box.
+func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
+
+// Cursor is the selected row.
+func (m Model) Cursor() int { return m.cursor }
+
+// ShortHelp and FullHelp list the keys.
+func (m Model) ShortHelp() []key.Binding { return []key.Binding{keys.Up, keys.Down} }
+func (m Model) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{keys.Up, keys.Down, keys.Top, keys.Bottom, keys.PageUp, keys.PageDown}}
+}
+
+func (m Model) page() int { return max(m.height-4, 1) }
+
+// Update moves the cursor.
+func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+	km, ok := msg.(tea.KeyMsg)
+	if !ok {
+		return m, nil
+	}
+	switch {
+	case key.Matches(km, keys.Up):
+		m.cursor--
+	case key.Matches(km, keys.Down):
+		m.cursor++
+	case key.Matches(km, keys.Top):
+		m.cursor = 0
+	case key.Matches(km, keys.Bottom):
+		m.cursor = len(m.rows) - 1
+	case key.Matches(km, keys.PageUp):
+		m.cursor -= m.page()
+	case key.Matches(km, keys.PageDown):
+		m.cursor += m.page()
+	}
+	m.cursor = min(max(m.cursor, 0), max(len(m.rows)-1, 0))
+	return m, nil
+}
+
+// View draws the table.
+func (m Model) View() string {
+	if m.width <= 0 || m.height <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(m.styles.Title.Render(clip(fmt.Sprintf("%s (%d)", m.title, len(m.rows)), m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(clip(m.header, m.width)) + "\n")
+	rows := m.page()
+	start := max(m.cursor-rows+1, 0)
+	for i := start; i < min(start+rows, len(m.rows)); i++ {
+		line := clip(m.rows[i], m.width)
+		if i == m.cursor {
+			line = m.styles.Selected.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	if m.cursor < len(m.details) {
+		b.WriteString(m.styles.Muted.Render(clip(m.details[m.cursor], m.width)))
+	}
+	return b.String()
+}
+
+func clip(s string, w int) string {
+	r := []rune(s)
+	if w <= 0 {
+		return ""
+	}
+	if len(r) <= w {
+		return s
+	}
+	return string(r[:max(w-1, 0)]) + "…"
+}

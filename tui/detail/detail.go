@@ -1,0 +1,222 @@
+// Package detail shows one suspect: the five questions walked one at a
+// time with their answers, evidence and explanations, then the verdict and
+// the recommended fix, and a swimlane timeline (agent / gateway / target)
+// that can be replayed event by event.
+package detail
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/tui/theme"
+)
+
+// Model is the detail view.
+type Model struct {
+	sus       *analyze.Suspect
+	tl        *analyze.Timeline
+	step      int // questions revealed: 1..5, then 6 shows the verdict
+	replaying bool
+	frame     int // replay position
+	width     int
+	height    int
+	back      bool // set by esc; the app takes it after Update
+	styles    theme.Styles
+}
+
+// TakeBack reports, once, that the operator left the view.
+func (m *Model) TakeBack() bool {
+	b := m.back
+	m.back = false
+	return b
+}
+
+// New returns an empty detail view.
+func New(styles theme.Styles) Model { return Model{styles: styles} }
+
+// SetSuspect shows a suspect from its first question.
+func (m *Model) SetSuspect(s *analyze.Suspect) {
+	m.sus, m.tl, m.step, m.replaying, m.frame = s, analyze.SuspectTimeline(s), 1, false, 0
+}
+
+// Suspect is the suspect shown.
+func (m Model) Suspect() *analyze.Suspect { return m.sus }
+
+// Step is how many questions are revealed (6: the verdict too).
+func (m Model) Step() int { return m.step }
+
+// Replaying reports whether the timeline is being stepped through.
+func (m Model) Replaying() bool { return m.replaying }
+
+// Frame is the replay position.
+func (m Model) Frame() int { return m.frame }
+
+// SetSize sets the view's box.
+func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
+
+// Update handles keys.
+func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+	km, ok := msg.(tea.KeyMsg)
+	if !ok || m.sus == nil {
+		return m, nil
+	}
+	if m.replaying {
+		switch {
+		case key.Matches(km, keys.Back):
+			m.replaying = false
+		case key.Matches(km, keys.StepNext):
+			m.frame = min(m.frame+1, len(m.tl.Frames)-1)
+		case key.Matches(km, keys.StepPrev):
+			m.frame = max(m.frame-1, 0)
+		}
+		return m, nil
+	}
+	switch {
+	case key.Matches(km, keys.Back):
+		m.back = true
+	case key.Matches(km, keys.Next):
+		m.step = min(m.step+1, 6)
+	case key.Matches(km, keys.Prev):
+		m.step = max(m.step-1, 1)
+	case key.Matches(km, keys.Replay):
+		m.replaying, m.frame = true, 0
+	}
+	return m, nil
+}
+
+// View draws the walk above the timeline.
+func (m Model) View() string {
+	if m.sus == nil || m.width <= 0 || m.height <= 0 {
+		return ""
+	}
+	s := m.sus
+	wrap := lipgloss.NewStyle().Width(max(m.width-2, 10))
+	var b strings.Builder
+	head := fmt.Sprintf("%s %s — severity %s", s.Verdict.Glyph(), s.ID, s.Severity)
+	b.WriteString(m.styles.Title.Render(clip(head, m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(clip(fmt.Sprintf("%s on %s %s · contract %s · %d calls · %d executions",
+		s.Tool, s.Method, s.Target, s.Contract, len(s.Calls), len(s.Executions)), m.width)) + "\n\n")
+	if !m.replaying {
+		for i, q := range s.Questions {
+			if i >= m.step {
+				break
+			}
+			ans := m.styles.Answer(string(q.Answer)).Render(strings.ToUpper(string(q.Answer)))
+			line := fmt.Sprintf("%d. %s %s", q.N, q.Question, ans)
+			if i == m.step-1 && m.step <= 5 {
+				b.WriteString(m.styles.Title.Render(line) + "\n")
+				b.WriteString(wrap.Render("   "+q.Explanation) + "\n")
+				if len(q.Evidence) > 0 {
+					var ev []string
+					for _, e := range q.Evidence {
+						ev = append(ev, fmt.Sprintf("#%d %s", e.Seq, e.What))
+					}
+					b.WriteString(m.styles.Muted.Render(wrap.Render("   evidence: "+strings.Join(ev, "; "))) + "\n")
+				}
+			} else {
+				b.WriteString(clip(line, m.width) + "\n")
+			}
+		}
+		if m.step <= 5 {
+			b.WriteString(m.styles.Muted.Render(fmt.Sprintf("\n(question %d of 5: enter for the next)", m.step)) + "\n")
+		} else {
+			b.WriteString("\n" + m.styles.Verdict(string(s.Verdict)).Render(wrap.Render(fmt.Sprintf("Verdict: %s %s", s.Verdict.Glyph(), s.Title))) + "\n")
+			b.WriteString(wrap.Render(s.Summary) + "\n")
+			b.WriteString(m.styles.Accent.Render(wrap.Render("Fix: "+s.Fix)) + "\n")
+		}
+		b.WriteString("\n")
+	}
+	used := strings.Count(b.String(), "\n")
+	b.WriteString(m.swimlanes(max(m.height-used, 3)))
+	return b.String()
+}
+
+// swimlanes draws the timeline: three lifelines and one arrow per event.
+// In replay mode it shows the events up to the current one and every
+// execution's state after it.
+func (m Model) swimlanes(height int) string {
+	frames := m.tl.Frames
+	last := len(frames) - 1
+	if m.replaying {
+		last = m.frame
+	}
+	// prefix: "#seq  hh:mm:ss.mmm "; then three lifelines; then the label.
+	const prefixW = 19
+	laneW := min(max((m.width-prefixW-32)/2, 6), 24)
+	pos := map[analyze.Lane]int{analyze.LaneAgent: 0, analyze.LaneGateway: laneW, analyze.LaneTarget: 2 * laneW}
+	var b strings.Builder
+	title := "timeline"
+	if m.replaying {
+		title = fmt.Sprintf("replay: event %d of %d (↓ next, ↑ back, esc stops)", m.frame+1, len(frames))
+	}
+	b.WriteString(m.styles.Title.Render(clip(title, m.width)) + "\n")
+	b.WriteString(clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, "gateway", "target"), m.width) + "\n")
+	rows := height - 2
+	if m.replaying {
+		rows -= 2
+	}
+	start := max(last+1-max(rows, 1), 0)
+	for i := start; i <= last && i < len(frames); i++ {
+		f := frames[i]
+		line := []rune(strings.Repeat(" ", 2*laneW+1))
+		for _, l := range []analyze.Lane{analyze.LaneAgent, analyze.LaneGateway, analyze.LaneTarget} {
+			line[pos[l]] = '│'
+		}
+		a, z := pos[f.From], pos[f.To]
+		if a == z {
+			line[a] = '■'
+		} else {
+			lo, hi := min(a, z), max(a, z)
+			for x := lo + 1; x < hi; x++ {
+				line[x] = '─'
+			}
+			if z > a {
+				line[z-1] = '▶'
+			} else {
+				line[z+1] = '◀'
+			}
+			if strings.HasPrefix(f.Label, "✕") {
+				line[(lo+hi)/2] = '✕'
+			}
+		}
+		at := "--:--:--.---"
+		if f.Time != nil {
+			at = f.Time.UTC().Format("15:04:05.000")
+		}
+		row := fmt.Sprintf("#%-5d %-12s %s  %s", f.Seq, at, string(line), f.Label)
+		style := lipgloss.NewStyle()
+		if strings.HasPrefix(f.Label, "✕") {
+			style = m.styles.Bad
+		}
+		if m.replaying && i == m.frame {
+			style = m.styles.Selected
+		}
+		b.WriteString(style.Render(clip(row, m.width)) + "\n")
+	}
+	if m.replaying && m.frame < len(frames) {
+		var st []string
+		for _, id := range m.tl.Executions {
+			if s, ok := frames[m.frame].States[id]; ok {
+				st = append(st, fmt.Sprintf("%s=%s", id, s))
+			}
+		}
+		b.WriteString(m.styles.Accent.Render(clip("states: "+strings.Join(st, "  "), m.width)) + "\n")
+	}
+	return b.String()
+}
+
+func clip(s string, w int) string {
+	r := []rune(s)
+	if w <= 0 {
+		return ""
+	}
+	if len(r) <= w {
+		return s
+	}
+	return string(r[:max(w-1, 0)]) + "…"
+}

@@ -1,0 +1,170 @@
+package tui
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/analyze"
+)
+
+// Every read and write of the store happens in a command; Update only
+// routes messages. Replies carry the generation of the load they answer
+// so a stale reply (from before a refresh) is dropped.
+
+// suspectsMsg is one batch of suspects as the analysis streams them.
+type suspectsMsg struct {
+	gen      int
+	suspects []*analyze.Suspect
+	read     int64 // calls read so far
+	done     bool
+	err      error
+	next     tea.Cmd
+}
+
+type pendingMsg struct {
+	execs     []activity.Execution
+	approvals []activity.Approval
+	err       error
+}
+
+type browseMsg struct {
+	execs []activity.Execution
+	runs  []activity.Run
+	err   error
+}
+
+type auditMsg struct {
+	report *audit.Report
+	err    error
+}
+
+type resolvedMsg struct {
+	what string
+	err  error
+}
+
+type tickMsg time.Time
+
+type sizeMsg struct {
+	size int64
+	err  error
+}
+
+// loadSuspects streams the analysis in batches, so the first suspects
+// appear while a large log is still being read.
+func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
+	ch := make(chan suspectsMsg, 4)
+	var read int64
+	opts.Progress = func(n int64) { read = n }
+	go func() {
+		defer close(ch)
+		var batch []*analyze.Suspect
+		last := time.Now()
+		err := analyze.Scan(context.Background(), s, opts, func(sus *analyze.Suspect) error {
+			batch = append(batch, sus)
+			if len(batch) >= 512 || time.Since(last) > 100*time.Millisecond {
+				ch <- suspectsMsg{gen: gen, suspects: batch, read: read}
+				batch, last = nil, time.Now()
+			}
+			return nil
+		})
+		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, done: true, err: err}
+	}()
+	var next tea.Cmd
+	next = func() tea.Msg {
+		m, ok := <-ch
+		if !ok {
+			return nil
+		}
+		if !m.done {
+			m.next = next
+		}
+		return m
+	}
+	return next
+}
+
+func loadPending(s *activity.Store) tea.Cmd {
+	return func() tea.Msg {
+		ctx := context.Background()
+		execs, err := s.Executions(ctx, activity.ExecutionFilter{States: []activity.State{activity.StateUnknown, activity.StatePendingVerification}})
+		if err != nil {
+			return pendingMsg{err: err}
+		}
+		approvals, err := s.Approvals(ctx, true)
+		return pendingMsg{execs: execs, approvals: approvals, err: err}
+	}
+}
+
+// browseLimit bounds the browsers: the newest rows are the ones an
+// on-call engineer scrolls.
+const browseLimit = 5000
+
+func loadBrowsers(s *activity.Store) tea.Cmd {
+	return func() tea.Msg {
+		ctx := context.Background()
+		execs, err := s.Executions(ctx, activity.ExecutionFilter{Newest: true, Limit: browseLimit})
+		if err != nil {
+			return browseMsg{err: err}
+		}
+		runs, err := s.Runs(ctx, browseLimit)
+		return browseMsg{execs: execs, runs: runs, err: err}
+	}
+}
+
+// verifyLog checks the log with the key this host has for it (the
+// indicator says when that key is not pinned).
+func verifyLog(s *activity.Store) tea.Cmd {
+	return func() tea.Msg {
+		opts := audit.Options{}
+		if pub, err := s.PublicKey(); err == nil {
+			opts.Key = pub
+		}
+		rep, err := audit.VerifyStore(context.Background(), s, opts)
+		return auditMsg{report: rep, err: err}
+	}
+}
+
+// resolve writes an operator's resolution through the same function as
+// `mcpdup resolve`: chained, then sealed by a checkpoint.
+func resolve(s *activity.Store, r activity.Resolution) tea.Cmd {
+	return func() tea.Msg {
+		e, cp, err := s.Resolve(context.Background(), r)
+		if err != nil {
+			return resolvedMsg{err: err}
+		}
+		what := string(e.ID) + " is now " + string(e.State)
+		if cp != nil {
+			what += ", sealed at " + strconv.FormatInt(cp.Size, 10)
+		} else {
+			what += " (unsealed: no signing key on this host)"
+		}
+		return resolvedMsg{what: what}
+	}
+}
+
+func decide(s *activity.Store, id string, state activity.ApprovalState, operator, note string) tea.Cmd {
+	return func() tea.Msg {
+		a, err := s.DecideApproval(context.Background(), id, state, operator, note)
+		if err != nil {
+			return resolvedMsg{err: err}
+		}
+		return resolvedMsg{what: a.ID + " " + string(a.State)}
+	}
+}
+
+func tick(every time.Duration) tea.Cmd {
+	return tea.Tick(every, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+func logSize(s *activity.Store) tea.Cmd {
+	return func() tea.Msg {
+		n, err := s.LogSize(context.Background())
+		return sizeMsg{size: n, err: err}
+	}
+}

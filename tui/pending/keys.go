@@ -1,0 +1,45 @@
+package pending
+
+import "github.com/charmbracelet/bubbles/key"
+
+type keyMap struct {
+	Up, Down, Verify, Reject, Approve, Deny, Submit, Cancel, Yes key.Binding
+}
+
+var keys = keyMap{
+	Up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+	Down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+	Verify:  key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "mark verified (it took effect)")),
+	Reject:  key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "mark rejected (it did not)")),
+	Approve: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "approve")),
+	Deny:    key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "deny")),
+	Submit:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "continue")),
+	Cancel:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+	Yes:     key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes (anything else: no)")),
+}
+
+// ShortHelp and FullHelp list the keys that work in the current step.
+func (m Model) ShortHelp() []key.Binding {
+	switch m.step {
+	case stepNote:
+		return []key.Binding{keys.Submit, keys.Cancel}
+	case stepConfirm:
+		return []key.Binding{keys.Yes}
+	}
+	var ks []key.Binding
+	if it := m.selected(); it != nil {
+		if it.approval != nil {
+			ks = append(ks, keys.Approve, keys.Deny)
+		} else {
+			ks = append(ks, keys.Verify, keys.Reject)
+		}
+	}
+	return ks
+}
+
+func (m Model) FullHelp() [][]key.Binding {
+	if m.step != stepBrowse {
+		return [][]key.Binding{m.ShortHelp()}
+	}
+	return [][]key.Binding{{keys.Up, keys.Down}, m.ShortHelp()}
+}

@@ -1,0 +1,251 @@
+// Package pending is the queue of what awaits an operator: executions
+// whose outcome is unknown, and approvals a running gateway waits for.
+// Marking one verified or rejected asks for a note and a confirmation
+// (No by default); the app writes it through the same function as
+// `mcpdup resolve`.
+package pending
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/tui/theme"
+)
+
+// ResolveMsg asks the app to record an operator's resolution.
+type ResolveMsg struct {
+	Execution activity.ExecutionID
+	Outcome   activity.ResolutionOutcome
+	Note      string
+}
+
+// DecideMsg asks the app to answer an approval.
+type DecideMsg struct {
+	Approval string
+	State    activity.ApprovalState
+	Note     string
+}
+
+type step int
+
+const (
+	stepBrowse step = iota
+	stepNote
+	stepConfirm
+)
+
+type item struct {
+	exec     *activity.Execution
+	approval *activity.Approval
+}
+
+// Model is the queue.
+type Model struct {
+	items  []item
+	cursor int
+	width  int
+	height int
+	step   step
+	action string // verified | rejected | approved | denied
+	note   textinput.Model
+	styles theme.Styles
+}
+
+// New returns an empty queue.
+func New(styles theme.Styles) Model {
+	n := textinput.New()
+	n.Prompt = "note: "
+	n.Placeholder = "what did you check? (required)"
+	n.CharLimit = 500
+	return Model{note: n, styles: styles}
+}
+
+// SetItems replaces the queue's contents.
+func (m *Model) SetItems(execs []activity.Execution, approvals []activity.Approval) {
+	m.items = m.items[:0]
+	for i := range approvals {
+		m.items = append(m.items, item{approval: &approvals[i]})
+	}
+	for i := range execs {
+		m.items = append(m.items, item{exec: &execs[i]})
+	}
+	m.cursor = min(m.cursor, max(len(m.items)-1, 0))
+}
+
+// Len is how many items wait.
+func (m Model) Len() int { return len(m.items) }
+
+// Typing reports whether the note field has the keyboard.
+func (m Model) Typing() bool { return m.step == stepNote }
+
+// Busy reports whether a prompt is open (esc must not leave the view).
+func (m Model) Busy() bool { return m.step != stepBrowse }
+
+// SetSize sets the view's box.
+func (m *Model) SetSize(w, h int) {
+	m.width, m.height = max(w, 0), max(h, 0)
+	m.note.Width = max(m.width-10, 10)
+}
+
+func (m Model) selected() *item {
+	if m.cursor < 0 || m.cursor >= len(m.items) {
+		return nil
+	}
+	return &m.items[m.cursor]
+}
+
+// Update handles keys.
+func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+	km, ok := msg.(tea.KeyMsg)
+	if !ok {
+		return m, nil
+	}
+	switch m.step {
+	case stepNote:
+		switch {
+		case key.Matches(km, keys.Cancel):
+			m.step = stepBrowse
+			m.note.Blur()
+			return m, nil
+		case key.Matches(km, keys.Submit):
+			if strings.TrimSpace(m.note.Value()) == "" && m.action != "approved" {
+				return m, nil // a note is required
+			}
+			m.step = stepConfirm
+			m.note.Blur()
+			return m, nil
+		}
+		var cmd tea.Cmd
+		m.note, cmd = m.note.Update(km)
+		return m, cmd
+	case stepConfirm:
+		m.step = stepBrowse
+		if !key.Matches(km, keys.Yes) {
+			return m, nil // No is the default
+		}
+		it := m.selected()
+		if it == nil {
+			return m, nil
+		}
+		note := strings.TrimSpace(m.note.Value())
+		if it.exec != nil {
+			out := activity.ResolutionRejected
+			if m.action == "verified" {
+				out = activity.ResolutionVerified
+			}
+			id := it.exec.ID
+			return m, func() tea.Msg { return ResolveMsg{Execution: id, Outcome: out, Note: note} }
+		}
+		state := activity.ApprovalDenied
+		if m.action == "approved" {
+			state = activity.ApprovalApproved
+		}
+		id := it.approval.ID
+		return m, func() tea.Msg { return DecideMsg{Approval: id, State: state, Note: note} }
+	}
+	it := m.selected()
+	switch {
+	case key.Matches(km, keys.Up):
+		m.cursor = max(m.cursor-1, 0)
+	case key.Matches(km, keys.Down):
+		m.cursor = min(m.cursor+1, max(len(m.items)-1, 0))
+	case it != nil && it.exec != nil && key.Matches(km, keys.Verify):
+		return m.ask("verified")
+	case it != nil && it.exec != nil && key.Matches(km, keys.Reject):
+		return m.ask("rejected")
+	case it != nil && it.approval != nil && key.Matches(km, keys.Approve):
+		return m.ask("approved")
+	case it != nil && it.approval != nil && key.Matches(km, keys.Deny):
+		return m.ask("denied")
+	}
+	return m, nil
+}
+
+func (m Model) ask(action string) (Model, tea.Cmd) {
+	m.action, m.step = action, stepNote
+	m.note.SetValue("")
+	return m, m.note.Focus()
+}
+
+// View draws the queue and, when open, the prompt.
+func (m Model) View() string {
+	if m.width <= 0 || m.height <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(m.styles.Title.Render(clip(fmt.Sprintf("%d awaiting an operator: unknown outcomes and approvals", len(m.items)), m.width)) + "\n")
+	if len(m.items) == 0 {
+		b.WriteString(m.styles.Muted.Render("  nothing is pending") + "\n")
+	}
+	rows := max(m.height-6, 1)
+	start := max(m.cursor-rows+1, 0)
+	for i := start; i < min(start+rows, len(m.items)); i++ {
+		line := m.line(m.items[i])
+		if i == m.cursor {
+			b.WriteString(m.styles.Selected.Render(clip(line, m.width)) + "\n")
+		} else {
+			b.WriteString(clip(line, m.width) + "\n")
+		}
+	}
+	if it := m.selected(); it != nil {
+		b.WriteString("\n" + m.styles.Muted.Width(max(m.width-1, 10)).Render(m.describe(*it)) + "\n")
+	}
+	switch m.step {
+	case stepNote:
+		b.WriteString("\n" + m.styles.Accent.Render(fmt.Sprintf("Mark %s %s — ", m.subject(), m.action)) + "\n" + m.note.View())
+	case stepConfirm:
+		b.WriteString("\n" + m.styles.Warn.Render(clip(fmt.Sprintf("Mark %s %s with note %q? (y/N)", m.subject(), m.action, m.note.Value()), m.width)))
+	}
+	return b.String()
+}
+
+func (m Model) subject() string {
+	if it := m.selected(); it != nil {
+		if it.exec != nil {
+			return string(it.exec.ID)
+		}
+		return it.approval.ID
+	}
+	return ""
+}
+
+func (m Model) line(it item) string {
+	if it.approval != nil {
+		a := it.approval
+		return fmt.Sprintf("? approval  %-30s %-10s %-20s %s", a.ID, a.Kind, a.Actor, a.Tool)
+	}
+	e := it.exec
+	return fmt.Sprintf("? %-20s %-30s %-18s %s", e.State, e.ID, clip(e.Tool, 18), when(e.Times.Dispatched))
+}
+
+func (m Model) describe(it item) string {
+	if it.approval != nil {
+		return it.approval.Summary
+	}
+	e := it.exec
+	return fmt.Sprintf("%s: %s %s on %s, contract %s. %s", e.Actor, e.Method, e.Tool, e.Target, e.Contract, e.Error)
+}
+
+func when(o activity.Opt[time.Time]) string {
+	if !o.OK {
+		return "sent: not recorded"
+	}
+	return "sent " + o.V.UTC().Format("01-02 15:04:05")
+}
+
+func clip(s string, w int) string {
+	r := []rune(s)
+	if w <= 0 {
+		return ""
+	}
+	if len(r) <= w {
+		return s
+	}
+	return string(r[:max(w-1, 0)]) + "…"
+}
