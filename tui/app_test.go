@@ -1,0 +1,355 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/analyze"
+)
+
+var ctx = context.Background()
+
+func init() {
+	// Goldens and assertions must not depend on the terminal running the
+	// tests.
+	lipgloss.SetColorProfile(termenv.Ascii)
+	lipgloss.SetHasDarkBackground(true)
+}
+
+// testStore writes the scripted activitytest incident with a fixed clock.
+func testStore(t *testing.T) (*activity.Store, map[string]activity.ExecutionID) {
+	t.Helper()
+	dir := t.TempDir()
+	clock := activitytest.NewClock()
+	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), activity.Options{KeyDir: filepath.Join(dir, "keys"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ids
+}
+
+// newTestModel builds the console the way the program does and runs its
+// start-up loads to completion, synchronously.
+func newTestModel(t *testing.T, w, h int) (*Model, *activity.Store, map[string]activity.ExecutionID) {
+	t.Helper()
+	s, ids := testStore(t)
+	m := New(s, Options{Operator: "alice", Poll: -1})
+	run(m, m.Init())
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return m, s, ids
+}
+
+// run executes a command and everything it leads to, as the program
+// would, except timers.
+func run(m *Model, cmd tea.Cmd) {
+	queue := []tea.Cmd{cmd}
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		if c == nil {
+			continue
+		}
+		msg := c()
+		switch msg := msg.(type) {
+		case nil:
+		case tea.BatchMsg:
+			queue = append(queue, msg...)
+		case tickMsg:
+		default:
+			if reflect.TypeOf(msg).String() == "tea.QuitMsg" {
+				continue
+			}
+			_, next := m.Update(msg)
+			queue = append(queue, next)
+		}
+	}
+}
+
+func press(m *Model, keys ...string) tea.Cmd {
+	var cmds []tea.Cmd
+	for _, k := range keys {
+		var km tea.KeyMsg
+		switch k {
+		case "enter":
+			km = tea.KeyMsg{Type: tea.KeyEnter}
+		case "esc":
+			km = tea.KeyMsg{Type: tea.KeyEsc}
+		case "tab":
+			km = tea.KeyMsg{Type: tea.KeyTab}
+		case "ctrl+c":
+			km = tea.KeyMsg{Type: tea.KeyCtrlC}
+		case "left":
+			km = tea.KeyMsg{Type: tea.KeyLeft}
+		case "right":
+			km = tea.KeyMsg{Type: tea.KeyRight}
+		case "down":
+			km = tea.KeyMsg{Type: tea.KeyDown}
+		default:
+			km = tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+		}
+		_, cmd := m.Update(km)
+		cmds = append(cmds, cmd)
+	}
+	return tea.Batch(cmds...)
+}
+
+func isQuit(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	msg := cmd()
+	if b, ok := msg.(tea.BatchMsg); ok {
+		for _, c := range b {
+			if isQuit(c) {
+				return true
+			}
+		}
+		return false
+	}
+	_, ok := msg.(tea.QuitMsg)
+	return ok
+}
+
+func TestSuspectsListKeys(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 30)
+	shown, total, counts := m.suspects.Counts()
+	if total != 3 || shown != 3 || counts[analyze.VerdictTwoProcesses] != 1 {
+		t.Fatalf("suspects: %d/%d %v", shown, total, counts)
+	}
+	first := m.suspects.Selected().ID
+	press(m, "j")
+	if m.suspects.Selected().ID == first {
+		t.Fatal("j did not move")
+	}
+	press(m, "k")
+	if m.suspects.Selected().ID != first {
+		t.Fatal("k did not move back")
+	}
+	press(m, "G")
+	last := m.suspects.Selected().ID
+	press(m, "g")
+	if m.suspects.Selected().ID != first || last == first {
+		t.Fatal("g/G")
+	}
+	press(m, "s")
+	if m.suspects.SortName() != "time" {
+		t.Fatalf("sort after s: %s", m.suspects.SortName())
+	}
+	// The filter: typing q there must not quit; enter applies and keeps it visible.
+	if cmd := press(m, "/", "r", "e", "a", "d", "q"); isQuit(cmd) {
+		t.Fatal("q quit while typing in the filter")
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+	press(m, "enter")
+	if shown, _, _ := m.suspects.Counts(); shown != 1 || m.suspects.Filter() != "read" {
+		t.Fatalf("filter %q shows %d", m.suspects.Filter(), shown)
+	}
+	if v := m.View(); !strings.Contains(v, "filter: read") || !strings.Contains(v, "1/3 suspects") {
+		t.Fatalf("the applied filter must stay visible:\n%s", v)
+	}
+	press(m, "esc")
+	if shown, _, _ := m.suspects.Counts(); shown != 3 {
+		t.Fatal("esc did not clear the filter")
+	}
+	if !isQuit(press(m, "q")) {
+		t.Fatal("q does not quit outside a text field")
+	}
+	if !isQuit(press(m, "/", "ctrl+c")) {
+		t.Fatal("ctrl+c must quit even while typing")
+	}
+}
+
+func TestDetailWalkAndReplay(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 40)
+	press(m, "s", "s", "s") // sort by verdict: two_processes first
+	if m.suspects.Selected().Verdict != analyze.VerdictTwoProcesses {
+		t.Fatalf("selected %s", m.suspects.Selected().Verdict)
+	}
+	press(m, "enter")
+	if !m.inDetail || m.detail.Step() != 1 {
+		t.Fatal("enter did not open the walk at question 1")
+	}
+	v := m.View()
+	if !strings.Contains(v, "1. Did one agent process send both calls? NO") || strings.Contains(v, "2. Was the first call") {
+		t.Fatalf("question 1 alone:\n%s", v)
+	}
+	press(m, "enter", "l", "right", "enter")
+	if m.detail.Step() != 5 {
+		t.Fatalf("step %d", m.detail.Step())
+	}
+	press(m, "enter")
+	if v := m.View(); !strings.Contains(v, "Verdict: ! two agent processes each sent the action") || !strings.Contains(v, "Fix:") {
+		t.Fatalf("verdict page:\n%s", v)
+	}
+	press(m, "left")
+	if m.detail.Step() != 5 {
+		t.Fatal("← did not go back")
+	}
+	press(m, "p")
+	if !m.detail.Replaying() {
+		t.Fatal("p did not start the replay")
+	}
+	press(m, "n", "n", "down", "b")
+	if m.detail.Frame() != 2 {
+		t.Fatalf("frame %d after 3 forward, 1 back", m.detail.Frame())
+	}
+	if v := m.View(); !strings.Contains(v, "replay: event 3 of") || !strings.Contains(v, "states: ") {
+		t.Fatalf("replay view:\n%s", v)
+	}
+	press(m, "esc")
+	if m.detail.Replaying() || !m.inDetail {
+		t.Fatal("esc must stop the replay first")
+	}
+	press(m, "esc")
+	if m.inDetail {
+		t.Fatal("esc must leave the detail")
+	}
+}
+
+func TestPendingResolveFlow(t *testing.T) {
+	m, s, ids := newTestModel(t, 120, 30)
+	press(m, "2")
+	if m.tab != tabPending || m.pending.Len() != 1 {
+		t.Fatalf("pending tab: %d items", m.pending.Len())
+	}
+	press(m, "v")
+	if !m.pending.Typing() {
+		t.Fatal("v must ask for a note")
+	}
+	press(m, "enter")
+	if !m.pending.Typing() {
+		t.Fatal("an empty note must not be accepted")
+	}
+	for _, r := range "ticket T-9 exists" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	if v := m.View(); !strings.Contains(v, `verified with note "ticket T-9 exists"? (y/N)`) {
+		t.Fatalf("confirmation:\n%s", v)
+	}
+	run(m, press(m, "n")) // anything but y is No
+	if e, _ := s.Execution(ctx, ids["ticket"]); e.State != activity.StateUnknown {
+		t.Fatal("No must not write")
+	}
+	press(m, "x")
+	for _, r := range "no ticket in the tracker" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	run(m, press(m, "y"))
+	e, _ := s.Execution(ctx, ids["ticket"])
+	res, _ := s.Resolutions(ctx, ids["ticket"])
+	if e.State != activity.StateRejectedByOperator || len(res) != 1 || res[0].Operator != "alice" || res[0].Note != "no ticket in the tracker" {
+		t.Fatalf("after y: %s %+v", e.State, res)
+	}
+	if m.pending.Len() != 0 || !strings.Contains(m.View(), "is now rejected_by_operator, sealed at") {
+		t.Fatalf("the view must update:\n%s", m.View())
+	}
+	if cp, _ := s.LatestCheckpoint(ctx); cp == nil || cp.Reason != activity.SealResolution {
+		t.Fatalf("a resolution must be checkpointed: %+v", cp)
+	}
+}
+
+func TestTabsHelpAndBrowsers(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 40)
+	press(m, "tab")
+	if m.tab != tabPending {
+		t.Fatal("tab")
+	}
+	press(m, "?")
+	v := m.View()
+	if !strings.Contains(v, "mark verified") || strings.Contains(v, "filter") {
+		t.Fatalf("pending help must list only pending keys:\n%s", v)
+	}
+	press(m, "?", "1", "?")
+	if v := m.View(); !strings.Contains(v, "filter") || strings.Contains(v, "mark verified") {
+		t.Fatalf("suspects help:\n%s", v)
+	}
+	press(m, "?", "3")
+	if v := m.View(); !strings.Contains(v, "executions (newest first) (8)") || !strings.Contains(v, "delivered") {
+		t.Fatalf("executions browser:\n%s", v)
+	}
+	press(m, "4")
+	if v := m.View(); !strings.Contains(v, "agent runs (the Sessions log) (2)") || !strings.Contains(v, "meta_run_id") {
+		t.Fatalf("sessions browser:\n%s", v)
+	}
+	if !strings.Contains(m.View(), "audit ✓ verified") {
+		t.Fatalf("audit indicator:\n%s", m.View())
+	}
+}
+
+func TestSizes(t *testing.T) {
+	m, _, _ := newTestModel(t, 40, 10)
+	if v := m.View(); !strings.Contains(v, "terminal too small: need 50×12, have 40×10") {
+		t.Fatalf("small:\n%s", v)
+	}
+	for _, size := range [][2]int{{60, 20}, {200, 60}, {80, 24}} {
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		for _, keys := range [][]string{nil, {"enter"}, {"p", "n"}, {"esc", "esc", "2", "v"}, {"esc", "3"}, {"4"}} {
+			press(m, keys...)
+			v := m.View()
+			lines := strings.Split(v, "\n")
+			if len(lines) != size[1] {
+				t.Errorf("%dx%d after %v: %d lines", size[0], size[1], keys, len(lines))
+			}
+			for i, l := range lines {
+				if w := ansi.StringWidth(l); w >= size[0] {
+					t.Errorf("%dx%d after %v: line %d is %d wide: %q", size[0], size[1], keys, i, w, l)
+				}
+			}
+		}
+		press(m, "esc", "1")
+	}
+}
+
+// TestLiveMode: a writer in another process appends; the console picks
+// it up on its next poll without a restart.
+func TestLiveMode(t *testing.T) {
+	m, s, _ := newTestModel(t, 120, 30)
+	run(m, logSize(s))
+	other, err := activity.Open(ctx, s.Path(), activity.Options{KeyDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, other, 12, 12); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	_, cmd := m.Update(tickMsg(time.Now()))
+	run(m, cmd)
+	if v := m.View(); !strings.Contains(v, "new activity: reloaded") || !strings.Contains(v, "3 executions") {
+		t.Fatalf("live reload:\n%s", v)
+	}
+	if m.execs.View() == "" || !strings.Contains(m.execs.View(), "(10)") {
+		t.Fatalf("executions after reload:\n%s", m.execs.View())
+	}
+}
+
+// normalise hides what differs from run to run (ids, clocks of wall
+// time) so golden files compare the layout.
+func normalise(s string) string {
+	s = regexp.MustCompile(`(act|call|run|sus|apv|src)_[0-9A-Z]{26}`).ReplaceAllString(s, "${1}_XXXXXXXXXXXXXXXXXXXXXXXXXX")
+	s = regexp.MustCompile(`act_…[0-9A-Z]{6}`).ReplaceAllString(s, "act_…XXXXXX")
+	s = regexp.MustCompile(`sus_[0-9A-Z]+…`).ReplaceAllString(s, "sus_XXX…")
+	return s
+}
+
+var _ = fmt.Sprint
