@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -176,10 +177,14 @@ func transitionFrame(t *activity.Transition) Frame {
 	return f
 }
 
-func short(id activity.ExecutionID) string {
-	s := string(id)
-	if len(s) > 10 {
-		return s[:4] + "…" + s[len(s)-6:]
+// ShortID shortens an id to its prefix and last six characters
+// ("act_…V89X53"): the tail is what tells two ids apart on a screen.
+func ShortID(id string) string {
+	i := strings.IndexByte(id, '_')
+	if i < 0 || len(id) <= i+1+6+1 {
+		return id
 	}
-	return s
+	return id[:i+1] + "…" + id[len(id)-6:]
 }
+
+func short(id activity.ExecutionID) string { return ShortID(string(id)) }

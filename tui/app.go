@@ -7,6 +7,7 @@ package tui
 
 import (
 	"fmt"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 	"time"
 
@@ -260,17 +261,18 @@ func (m *Model) setStatus(s string, bad bool) { m.status, m.bad = s, bad }
 // layout gives each view the space left by the tab line, the status bar
 // and, when shown, the full help.
 func (m *Model) layout() {
-	m.help.Width = m.width
+	m.help.Width = m.width - 1
 	bodyH := m.height - 2
 	if m.showHelp {
 		bodyH -= m.helpHeight()
 	}
 	bodyH = max(bodyH, 1)
-	m.suspects.SetSize(m.width, bodyH)
-	m.detail.SetSize(m.width, bodyH)
-	m.pending.SetSize(m.width, bodyH)
-	m.execs.SetSize(m.width, bodyH)
-	m.runs.SetSize(m.width, bodyH)
+	w := m.width - 1 // see safeLines
+	m.suspects.SetSize(w, bodyH)
+	m.detail.SetSize(w, bodyH)
+	m.pending.SetSize(w, bodyH)
+	m.execs.SetSize(w, bodyH)
+	m.runs.SetSize(w, bodyH)
 }
 
 func (m *Model) helpHeight() int {
@@ -337,7 +339,7 @@ func safeLines(s string, width int) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		if ansi.StringWidth(l) >= width {
-			lines[i] = ansi.Truncate(l, width-1, "")
+			lines[i] = ansi.Truncate(l, width-1, "…")
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -381,10 +383,11 @@ func (m *Model) statusBar() string {
 	if m.status != "" {
 		right = m.status + "  " + right
 	}
-	space := m.width - len([]rune(left)) - len([]rune(right))
+	w := m.width - 1 // see safeLines
+	space := w - len([]rune(left)) - len([]rune(right))
 	line := left + strings.Repeat(" ", max(space, 1)) + right
-	if r := []rune(line); len(r) > m.width {
-		line = string(r[:max(m.width-1, 0)]) + "…"
+	if r := []rune(line); len(r) > w {
+		line = string(r[:max(w-1, 0)]) + "…"
 	}
 	if m.bad {
 		return styles.Error.Render(line)
@@ -395,20 +398,26 @@ func (m *Model) statusBar() string {
 func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 	var rows, details []string
 	for _, e := range execs {
-		rows = append(rows, fmt.Sprintf("%s %-28s %-30s %-20s %-20s %s", stateGlyph(e.State), e.State, e.ID, clip(e.Tool, 20), clip(e.Actor, 20), timeText(e.Times.Accepted)))
-		details = append(details, fmt.Sprintf("%s %s · contract %s · %s", e.Method, e.Target, e.Contract, e.Error))
+		// The list shows short ids; the line under it shows the whole id
+		// of the selected row, to copy into mcpdup resolve.
+		rows = append(rows, fmt.Sprintf("%s %-22s %-11s %-20s %-16s %s", stateGlyph(e.State), e.State, analyze.ShortID(string(e.ID)), cells.Clip(e.Tool, 20), cells.Clip(e.Actor, 16), timeText(e.Times.Accepted)))
+		detail := fmt.Sprintf("%s · %s %s · contract %s", e.ID, e.Method, e.Target, e.Contract)
+		if e.Error != "" {
+			detail += " · " + e.Error
+		}
+		details = append(details, detail)
 	}
-	m.execs.SetRows(fmt.Sprintf("  %-28s %-30s %-20s %-20s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED"), rows, details)
+	m.execs.SetRows(fmt.Sprintf("  %-22s %-11s %-20s %-16s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED"), rows, details)
 	rows, details = nil, nil
 	for _, r := range runs {
 		ended := "running"
 		if r.EndedAt.OK {
 			ended = "ended " + r.EndedAt.V.UTC().Format("15:04:05")
 		}
-		rows = append(rows, fmt.Sprintf("%-30s %-20s %-14s %-24s %s  %s", r.ID, clip(r.Actor, 20), r.IdentifiedBy, clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
-		details = append(details, fmt.Sprintf("identified by %s: %s", r.IdentifiedBy, r.Evidence))
+		rows = append(rows, fmt.Sprintf("%-11s %-16s %-14s %-24s %s  %s", analyze.ShortID(string(r.ID)), cells.Clip(r.Actor, 16), r.IdentifiedBy, cells.Clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
+		details = append(details, fmt.Sprintf("%s · identified by %s: %s", r.ID, r.IdentifiedBy, r.Evidence))
 	}
-	m.runs.SetRows(fmt.Sprintf("%-30s %-20s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)
+	m.runs.SetRows(fmt.Sprintf("%-11s %-16s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)
 }
 
 func stateGlyph(s activity.State) string {
@@ -438,14 +447,6 @@ func timeText(o activity.Opt[time.Time]) string {
 		return "not recorded"
 	}
 	return o.V.UTC().Format("2006-01-02 15:04:05")
-}
-
-func clip(s string, w int) string {
-	r := []rune(s)
-	if len(r) <= w {
-		return s
-	}
-	return string(r[:max(w-1, 0)]) + "…"
 }
 
 // fit pads or cuts a view to exactly h lines.

@@ -4,6 +4,8 @@ package browse
 
 import (
 	"fmt"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -56,7 +58,11 @@ func (m Model) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{keys.Up, keys.Down, keys.Top, keys.Bottom, keys.PageUp, keys.PageDown}}
 }
 
-func (m Model) page() int { return max(m.height-4, 1) }
+// page is the rows that fit under the title and header and above the
+// selected row's detail (detailLines).
+func (m Model) page() int { return max(m.height-3-detailLines, 1) }
+
+const detailLines = 2
 
 // Update moves the cursor.
 func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
@@ -88,30 +94,24 @@ func (m Model) View() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(m.styles.Title.Render(clip(fmt.Sprintf("%s (%d)", m.title, len(m.rows)), m.width)) + "\n")
-	b.WriteString(m.styles.Muted.Render(clip(m.header, m.width)) + "\n")
+	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%s (%d)", m.title, len(m.rows)), m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(cells.Clip(m.header, m.width)) + "\n")
 	rows := m.page()
 	start := max(m.cursor-rows+1, 0)
 	for i := start; i < min(start+rows, len(m.rows)); i++ {
-		line := clip(m.rows[i], m.width)
+		line := cells.Clip(m.rows[i], m.width)
 		if i == m.cursor {
 			line = m.styles.Selected.Render(line)
 		}
 		b.WriteString(line + "\n")
 	}
 	if m.cursor < len(m.details) {
-		b.WriteString(m.styles.Muted.Render(clip(m.details[m.cursor], m.width)))
+		lines := strings.Split(ansi.Wrap(m.details[m.cursor], m.width, " "), "\n")
+		if len(lines) > detailLines {
+			lines = lines[:detailLines]
+			lines[detailLines-1] = cells.Clip(lines[detailLines-1]+"…", m.width)
+		}
+		b.WriteString(m.styles.Muted.Render(strings.Join(lines, "\n")))
 	}
 	return b.String()
-}
-
-func clip(s string, w int) string {
-	r := []rune(s)
-	if w <= 0 {
-		return ""
-	}
-	if len(r) <= w {
-		return s
-	}
-	return string(r[:max(w-1, 0)]) + "…"
 }

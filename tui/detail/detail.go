@@ -6,6 +6,7 @@ package detail
 
 import (
 	"fmt"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -96,10 +97,11 @@ func (m Model) View() string {
 	}
 	s := m.sus
 	wrap := lipgloss.NewStyle().Width(max(m.width-2, 10))
+	indented := wrap.PaddingLeft(3) // wrapped lines keep the indent
 	var b strings.Builder
 	head := fmt.Sprintf("%s %s — severity %s", s.Verdict.Glyph(), s.ID, s.Severity)
-	b.WriteString(m.styles.Title.Render(clip(head, m.width)) + "\n")
-	b.WriteString(m.styles.Muted.Render(clip(fmt.Sprintf("%s on %s %s · contract %s · %d calls · %d executions",
+	b.WriteString(m.styles.Title.Render(cells.Clip(head, m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("%s on %s %s · contract %s · %d calls · %d executions",
 		s.Tool, s.Method, s.Target, s.Contract, len(s.Calls), len(s.Executions)), m.width)) + "\n\n")
 	if !m.replaying {
 		for i, q := range s.Questions {
@@ -110,23 +112,24 @@ func (m Model) View() string {
 			line := fmt.Sprintf("%d. %s %s", q.N, q.Question, ans)
 			if i == m.step-1 && m.step <= 5 {
 				b.WriteString(m.styles.Title.Render(line) + "\n")
-				b.WriteString(wrap.Render("   "+q.Explanation) + "\n")
+				b.WriteString(indented.Render(q.Explanation) + "\n")
 				if len(q.Evidence) > 0 {
 					var ev []string
 					for _, e := range q.Evidence {
 						ev = append(ev, fmt.Sprintf("#%d %s", e.Seq, e.What))
 					}
-					b.WriteString(m.styles.Muted.Render(wrap.Render("   evidence: "+strings.Join(ev, "; "))) + "\n")
+					b.WriteString(m.styles.Muted.Render(indented.Render("evidence: "+strings.Join(ev, "; "))) + "\n")
 				}
 			} else {
-				b.WriteString(clip(line, m.width) + "\n")
+				b.WriteString(cells.Clip(line, m.width) + "\n")
 			}
 		}
 		if m.step <= 5 {
-			b.WriteString(m.styles.Muted.Render(fmt.Sprintf("\n(question %d of 5: enter for the next)", m.step)) + "\n")
+			b.WriteString("\n" + m.styles.Muted.Render(fmt.Sprintf("(question %d of 5: enter for the next)", m.step)) + "\n")
 		} else {
 			b.WriteString("\n" + m.styles.Verdict(string(s.Verdict)).Render(wrap.Render(fmt.Sprintf("Verdict: %s %s", s.Verdict.Glyph(), s.Title))) + "\n")
-			b.WriteString(wrap.Render(s.Summary) + "\n")
+			// The summary ends with the verdict sentence, already the line above.
+			b.WriteString(wrap.Render(strings.TrimSuffix(s.Summary, " Verdict: "+s.Title+".")) + "\n")
 			b.WriteString(m.styles.Accent.Render(wrap.Render("Fix: "+s.Fix)) + "\n")
 		}
 		b.WriteString("\n")
@@ -147,15 +150,15 @@ func (m Model) swimlanes(height int) string {
 	}
 	// prefix: "#seq  hh:mm:ss.mmm "; then three lifelines; then the label.
 	const prefixW = 19
-	laneW := min(max((m.width-prefixW-32)/2, 6), 24)
+	laneW := min(max((m.width-prefixW-32)/2, len("gateway")+2), 24) // a lane's name fits with a space after
 	pos := map[analyze.Lane]int{analyze.LaneAgent: 0, analyze.LaneGateway: laneW, analyze.LaneTarget: 2 * laneW}
 	var b strings.Builder
 	title := "timeline"
 	if m.replaying {
 		title = fmt.Sprintf("replay: event %d of %d (↓ next, ↑ back, esc stops)", m.frame+1, len(frames))
 	}
-	b.WriteString(m.styles.Title.Render(clip(title, m.width)) + "\n")
-	b.WriteString(clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, "gateway", "target"), m.width) + "\n")
+	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
+	b.WriteString(cells.Clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, "gateway", "target"), m.width) + "\n")
 	rows := height - 2
 	if m.replaying {
 		rows -= 2
@@ -196,27 +199,16 @@ func (m Model) swimlanes(height int) string {
 		if m.replaying && i == m.frame {
 			style = m.styles.Selected
 		}
-		b.WriteString(style.Render(clip(row, m.width)) + "\n")
+		b.WriteString(style.Render(cells.Clip(row, m.width)) + "\n")
 	}
 	if m.replaying && m.frame < len(frames) {
 		var st []string
 		for _, id := range m.tl.Executions {
 			if s, ok := frames[m.frame].States[id]; ok {
-				st = append(st, fmt.Sprintf("%s=%s", id, s))
+				st = append(st, fmt.Sprintf("%s=%s", analyze.ShortID(string(id)), s))
 			}
 		}
-		b.WriteString(m.styles.Accent.Render(clip("states: "+strings.Join(st, "  "), m.width)) + "\n")
+		b.WriteString(m.styles.Accent.Render(cells.Clip("states: "+strings.Join(st, "  "), m.width)) + "\n")
 	}
 	return b.String()
-}
-
-func clip(s string, w int) string {
-	r := []rune(s)
-	if w <= 0 {
-		return ""
-	}
-	if len(r) <= w {
-		return s
-	}
-	return string(r[:max(w-1, 0)]) + "…"
 }

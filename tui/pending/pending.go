@@ -7,6 +7,7 @@ package pending
 
 import (
 	"fmt"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 	"time"
 
@@ -179,7 +180,7 @@ func (m Model) View() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(m.styles.Title.Render(clip(fmt.Sprintf("%d awaiting an operator: unknown outcomes and approvals", len(m.items)), m.width)) + "\n")
+	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%d awaiting an operator: unknown outcomes and approvals", len(m.items)), m.width)) + "\n")
 	if len(m.items) == 0 {
 		b.WriteString(m.styles.Muted.Render("  nothing is pending") + "\n")
 	}
@@ -188,9 +189,9 @@ func (m Model) View() string {
 	for i := start; i < min(start+rows, len(m.items)); i++ {
 		line := m.line(m.items[i])
 		if i == m.cursor {
-			b.WriteString(m.styles.Selected.Render(clip(line, m.width)) + "\n")
+			b.WriteString(m.styles.Selected.Render(cells.Clip(line, m.width)) + "\n")
 		} else {
-			b.WriteString(clip(line, m.width) + "\n")
+			b.WriteString(cells.Clip(line, m.width) + "\n")
 		}
 	}
 	if it := m.selected(); it != nil {
@@ -200,7 +201,7 @@ func (m Model) View() string {
 	case stepNote:
 		b.WriteString("\n" + m.styles.Accent.Render(fmt.Sprintf("Mark %s %s — ", m.subject(), m.action)) + "\n" + m.note.View())
 	case stepConfirm:
-		b.WriteString("\n" + m.styles.Warn.Render(clip(fmt.Sprintf("Mark %s %s with note %q? (y/N)", m.subject(), m.action, m.note.Value()), m.width)))
+		b.WriteString("\n" + m.styles.Warn.Render(cells.Clip(fmt.Sprintf("Mark %s %s with note %q? (y/N)", m.subject(), m.action, m.note.Value()), m.width)))
 	}
 	return b.String()
 }
@@ -221,7 +222,7 @@ func (m Model) line(it item) string {
 		return fmt.Sprintf("? approval  %-30s %-10s %-20s %s", a.ID, a.Kind, a.Actor, a.Tool)
 	}
 	e := it.exec
-	return fmt.Sprintf("? %-20s %-30s %-18s %s", e.State, e.ID, clip(e.Tool, 18), when(e.Times.Dispatched))
+	return fmt.Sprintf("? %-20s %-30s %-18s %s", e.State, e.ID, cells.Clip(e.Tool, 18), when(e.Times.Dispatched))
 }
 
 func (m Model) describe(it item) string {
@@ -237,15 +238,4 @@ func when(o activity.Opt[time.Time]) string {
 		return "sent: not recorded"
 	}
 	return "sent " + o.V.UTC().Format("01-02 15:04:05")
-}
-
-func clip(s string, w int) string {
-	r := []rune(s)
-	if w <= 0 {
-		return ""
-	}
-	if len(r) <= w {
-		return s
-	}
-	return string(r[:max(w-1, 0)]) + "…"
 }

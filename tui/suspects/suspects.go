@@ -5,7 +5,9 @@ package suspects
 
 import (
 	"fmt"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -215,25 +217,23 @@ func (m Model) View() string {
 		return ""
 	}
 	var b strings.Builder
-	toolW := min(max(m.width-76, 8), 28)
-	header := fmt.Sprintf("  %-28s %-9s %-*s %5s %5s  %-16s %s", "VERDICT", "SEVERITY", toolW, "TOOL", "CALLS", "EXECS", "FIRST CALL", "SUSPECT")
-	b.WriteString(m.styles.Title.Render(truncate(header, m.width)) + "\n")
+	cols, toolW := layout(m.width)
+	b.WriteString(m.styles.Title.Render(cells.Clip("  "+header(cols, toolW), m.width)) + "\n")
 	rows := m.rows()
 	if len(m.shown) == 0 {
 		msg := "  no suspects"
 		if m.filter.Value() != "" {
 			msg = fmt.Sprintf("  no suspects match %q (esc clears the filter)", m.filter.Value())
 		}
-		b.WriteString(m.styles.Muted.Render(truncate(msg, m.width)) + "\n")
+		b.WriteString(m.styles.Muted.Render(cells.Clip(msg, m.width)) + "\n")
 		rows--
 	}
 	for i := m.offset; i < min(m.offset+rows, len(m.shown)); i++ {
 		s := m.all[m.shown[i]]
-		line := fmt.Sprintf("%s %-28s %-9s %-*s %5d %5d  %-16s %s", s.Verdict.Glyph(), s.Verdict, s.Severity, toolW,
-			truncate(s.Tool, toolW), len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format("01-02 15:04:05"), s.ID)
-		line = truncate(line, m.width)
+		line := s.Verdict.Glyph() + " " + row(cols, toolW, *s)
+		line = cells.Clip(line, m.width)
 		if i == m.cursor {
-			b.WriteString(m.styles.Selected.Render(pad(line, m.width)) + "\n")
+			b.WriteString(m.styles.Selected.Render(cells.Pad(line, m.width)) + "\n")
 		} else {
 			b.WriteString(m.styles.Verdict(string(s.Verdict)).Render(line) + "\n")
 		}
@@ -245,31 +245,81 @@ func (m Model) View() string {
 	case m.filtering:
 		b.WriteString(m.filter.View())
 	case m.filter.Value() != "":
-		b.WriteString(m.styles.Accent.Render(truncate(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.all)), m.width)))
+		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.all)), m.width)))
 	default:
-		b.WriteString(m.styles.Muted.Render(truncate(fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy]), m.width)))
+		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy]), m.width)))
 	}
 	return b.String()
 }
 
-func truncate(s string, w int) string {
-	r := []rune(s)
-	if w <= 0 {
-		return ""
-	}
-	if len(r) <= w {
-		return s
-	}
-	if w == 1 {
-		return "…"
-	}
-	return string(r[:w-1]) + "…"
+// A column of the list. The tool column (w 0) takes the width the
+// others leave, up to 28 cells.
+type column struct {
+	title string
+	w     int
+	right bool
+	cell  func(analyze.Suspect) string
 }
 
-func pad(s string, w int) string {
-	n := len([]rune(s))
-	if n >= w {
-		return s
+var (
+	colVerdict  = column{"VERDICT", 26, false, func(s analyze.Suspect) string { return string(s.Verdict) }}
+	colSeverity = column{"SEVERITY", 9, false, func(s analyze.Suspect) string { return string(s.Severity) }}
+	colTool     = column{"TOOL", 0, false, func(s analyze.Suspect) string { return s.Tool }}
+	colCalls    = column{"CALLS", 5, true, func(s analyze.Suspect) string { return strconv.Itoa(len(s.Calls)) }}
+	colExecs    = column{"EXECS", 5, true, func(s analyze.Suspect) string { return strconv.Itoa(len(s.Executions)) }}
+	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Suspect) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
+	colID       = column{"SUSPECT", 30, false, func(s analyze.Suspect) string { return string(s.ID) }}
+	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Suspect) string { return analyze.ShortID(string(s.ID)) }}
+)
+
+// layouts are tried widest first: a narrower terminal loses the whole
+// suspect id, then the id, the first call's time and the executions
+// count, before the tool column drops below 14 cells.
+var layouts = [][]column{
+	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst, colID},
+	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst, colShortID},
+	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst},
+	{colVerdict, colSeverity, colTool, colCalls, colExecs},
+	{colVerdict, colSeverity, colTool, colCalls},
+}
+
+func layout(width int) ([]column, int) {
+	for i, cols := range layouts {
+		fixed := 2 // glyph and space
+		for _, c := range cols {
+			fixed += c.w + 1
+		}
+		if toolW := width - fixed; toolW >= 14 || i == len(layouts)-1 {
+			return cols, min(max(toolW, 8), 28)
+		}
 	}
-	return s + strings.Repeat(" ", w-n)
+	panic("unreachable")
+}
+
+func header(cols []column, toolW int) string {
+	var b strings.Builder
+	for _, c := range cols {
+		b.WriteString(cellText(c, toolW, c.title) + " ")
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+func row(cols []column, toolW int, s analyze.Suspect) string {
+	var b strings.Builder
+	for _, c := range cols {
+		b.WriteString(cellText(c, toolW, c.cell(s)) + " ")
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+func cellText(c column, toolW int, v string) string {
+	w := c.w
+	if w == 0 {
+		w = toolW
+	}
+	v = cells.Clip(v, w)
+	if c.right {
+		return strings.Repeat(" ", w-len([]rune(v))) + v
+	}
+	return cells.Pad(v, w)
 }
