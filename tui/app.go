@@ -153,7 +153,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.setStatus(msg.what, false)
-		return m, tea.Batch(m.reload(), logSize(m.store))
+		m.logSize = max(m.logSize, msg.logSize)
+		return m, m.reload()
 	case pending.ResolveMsg:
 		return m, resolve(m.store, activity.Resolution{ExecutionID: msg.Execution, Outcome: msg.Outcome, Operator: m.opts.Operator, Note: msg.Note})
 	case pending.DecideMsg:
@@ -161,7 +162,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		return m, tea.Batch(logSize(m.store), tick(m.opts.Poll))
 	case sizeMsg:
-		if msg.err == nil && msg.size != m.logSize {
+		// The log only grows: a size read before our own last write is
+		// old news, not new activity.
+		if msg.err == nil && msg.size > m.logSize {
 			first := m.logSize == 0
 			m.logSize = msg.size
 			if !first && !m.loading {
@@ -384,6 +387,10 @@ func (m *Model) statusBar() string {
 		right = m.status + "  " + right
 	}
 	w := m.width - 1 // see safeLines
+	// The message of the moment wins over the counts when both do not fit.
+	if rw := ansi.StringWidth(right); ansi.StringWidth(left)+rw+1 > w {
+		left = cells.Clip(left, max(w-rw-1, 0))
+	}
 	space := w - len([]rune(left)) - len([]rune(right))
 	line := left + strings.Repeat(" ", max(space, 1)) + right
 	if r := []rune(line); len(r) > w {

@@ -263,6 +263,14 @@ func TestPendingResolveFlow(t *testing.T) {
 	if m.pending.Len() != 0 || !strings.Contains(m.View(), "is now rejected_by_operator, sealed at") {
 		t.Fatalf("the view must update:\n%s", m.View())
 	}
+	// The console's own write is not "new activity" for live mode, even
+	// when a size read before the write arrives late.
+	n, _ := s.LogSize(ctx)
+	m.Update(sizeMsg{size: n})
+	m.Update(sizeMsg{size: n - 3})
+	if !strings.Contains(m.View(), "is now rejected_by_operator") {
+		t.Fatalf("live mode took our own write for new activity:\n%s", m.View())
+	}
 	if cp, _ := s.LatestCheckpoint(ctx); cp == nil || cp.Reason != activity.SealResolution {
 		t.Fatalf("a resolution must be checkpointed: %+v", cp)
 	}

@@ -44,8 +44,9 @@ type auditMsg struct {
 }
 
 type resolvedMsg struct {
-	what string
-	err  error
+	what    string
+	logSize int64 // the log's size after the write: our own write is not "new activity"
+	err     error
 }
 
 type tickMsg time.Time
@@ -138,13 +139,14 @@ func resolve(s *activity.Store, r activity.Resolution) tea.Cmd {
 		if err != nil {
 			return resolvedMsg{err: err}
 		}
-		what := string(e.ID) + " is now " + string(e.State)
+		what := analyze.ShortID(string(e.ID)) + " is now " + string(e.State)
 		if cp != nil {
 			what += ", sealed at " + strconv.FormatInt(cp.Size, 10)
 		} else {
 			what += " (unsealed: no signing key on this host)"
 		}
-		return resolvedMsg{what: what}
+		n, _ := s.LogSize(context.Background())
+		return resolvedMsg{what: what, logSize: n}
 	}
 }
 
@@ -154,7 +156,8 @@ func decide(s *activity.Store, id string, state activity.ApprovalState, operator
 		if err != nil {
 			return resolvedMsg{err: err}
 		}
-		return resolvedMsg{what: a.ID + " " + string(a.State)}
+		n, _ := s.LogSize(context.Background())
+		return resolvedMsg{what: a.ID + " " + string(a.State), logSize: n}
 	}
 }
 

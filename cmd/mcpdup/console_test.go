@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// TestConsoleInTmux drives the real binary the way an operator does, in
+// a real terminal (tmux): build the demo database, open the console,
+// filter the suspects, walk one suspect's five questions, mark a pending
+// execution verified with a note, quit. Then the log must verify and the
+// resolution must be in the database. .ci/run installs tmux.
+func TestConsoleInTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
+	if out, err := exec.Command(bin, "demo", "--db", db, "--key-dir", keys, "--no-console").CombinedOutput(); err != nil {
+		t.Fatalf("mcpdup demo: %v\n%s", err, out)
+	}
+
+	tm := startTmux(t, dir, 120, 40, bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
+	tm.waitFor("10 suspects (✗ 1 duplicate, ? 1 risk) · 3 pending · audit ✓ verified")
+
+	tm.keys("/")
+	tm.typeText("pt_create")
+	tm.keys("Enter")
+	tm.waitFor("filter: pt_create")
+	tm.waitFor(" 1/10 suspects")
+	if screen := tm.capture(); !strings.Contains(screen, "duplicate") || strings.Contains(screen, "scale_service") {
+		t.Fatalf("the filter shows the wrong rows:\n%s", screen)
+	}
+
+	tm.keys("Enter")
+	for i, q := range []string{
+		"1. Did one agent process send both calls?",
+		"2. Was the first call authorized, and did it reach dispatch?",
+		"3. Did the gateway get a response or exit code from the target?",
+		"4. Did result delivery fail after the action finished at the target?",
+		"5. Did the second call reuse the first execution",
+	} {
+		tm.waitFor(q)
+		tm.waitFor("question " + string(rune('1'+i)) + " of 5")
+		tm.keys("Enter")
+	}
+	tm.waitFor("Verdict: ✗")
+	tm.waitFor("Fix:")
+	tm.keys("Escape")
+	tm.waitGone("› suspect")
+	tm.keys("Escape")
+	tm.waitFor("10 suspects (✗ 1 duplicate")
+
+	tm.keys("2")
+	tm.waitFor("awaiting an operator")
+	tm.keys("v")
+	tm.typeText("ledger checked: one charge")
+	tm.keys("Enter")
+	prompt := tm.waitFor(`with note "ledger checked: one charge"? (y/N)`)
+	id := regexp.MustCompile(`Mark (act_[0-9A-Z]{26}) verified`).FindStringSubmatch(prompt)
+	if id == nil {
+		t.Fatalf("no execution id in the prompt:\n%s", prompt)
+	}
+	tm.keys("y")
+	tm.waitFor("is now verified")
+	tm.waitFor("2 pending")
+	tm.keys("q")
+	tm.waitExit()
+
+	if out, err := exec.Command(bin, "audit", "verify", "--db", db, "--key-dir", keys).CombinedOutput(); err != nil {
+		t.Fatalf("audit verify after the console: %v\n%s", err, out)
+	}
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Resolutions(context.Background(), activity.ExecutionID(id[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Operator != "alice" || res[0].Note != "ledger checked: one charge" || res[0].Outcome != activity.ResolutionVerified {
+		t.Fatalf("resolution in the database: %+v", res)
+	}
+	if e, _ := s.Execution(context.Background(), activity.ExecutionID(id[1])); e.State != activity.StateVerified {
+		t.Fatalf("execution state %s", e.State)
+	}
+}
+
+// tmuxSession is one program running in a private tmux server.
+type tmuxSession struct {
+	t      *testing.T
+	socket string
+}
+
+func startTmux(t *testing.T, dir string, w, h int, argv ...string) *tmuxSession {
+	t.Helper()
+	ts := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
+	args := append([]string{"new-session", "-d", "-s", "e2e", "-x", itoa(w), "-y", itoa(h)}, argv...)
+	ts.run(args...)
+	t.Cleanup(func() { exec.Command("tmux", "-S", ts.socket, "kill-server").Run() })
+	return ts
+}
+
+func (ts *tmuxSession) run(args ...string) string {
+	ts.t.Helper()
+	cmd := exec.Command("tmux", append([]string{"-S", ts.socket, "-f", "/dev/null"}, args...)...)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		ts.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, Escape, or one character), one at a
+// time with a pause, as a person types.
+func (ts *tmuxSession) keys(names ...string) {
+	ts.t.Helper()
+	for _, k := range names {
+		ts.run("send-keys", "-t", "e2e", k)
+		time.Sleep(60 * time.Millisecond)
+	}
+}
+
+func (ts *tmuxSession) typeText(s string) {
+	ts.t.Helper()
+	for _, r := range s {
+		ts.run("send-keys", "-t", "e2e", "-l", string(r))
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (ts *tmuxSession) capture() string {
+	ts.t.Helper()
+	return ts.run("capture-pane", "-p", "-t", "e2e")
+}
+
+// waitFor polls the screen until want is on it and returns the screen.
+func (ts *tmuxSession) waitFor(want string) string {
+	ts.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		screen := ts.capture()
+		if strings.Contains(screen, want) {
+			return screen
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("waiting for %q; the screen:\n%s", want, screen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (ts *tmuxSession) waitGone(text string) {
+	ts.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		screen := ts.capture()
+		if !strings.Contains(screen, text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("%q stays on the screen:\n%s", text, screen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitExit waits for the program to end, which ends the session.
+func (ts *tmuxSession) waitExit() {
+	ts.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for exec.Command("tmux", "-S", ts.socket, "has-session", "-t", "e2e").Run() == nil {
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("the console did not quit; the screen:\n%s", ts.capture())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
