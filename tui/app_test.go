@@ -30,7 +30,7 @@ func init() {
 }
 
 // testStore writes the scripted activitytest incident with a fixed clock.
-func testStore(t *testing.T) (*activity.Store, map[string]activity.ExecutionID) {
+func testStore(t testing.TB) (*activity.Store, map[string]activity.ExecutionID) {
 	t.Helper()
 	dir := t.TempDir()
 	clock := activitytest.NewClock()
@@ -48,7 +48,7 @@ func testStore(t *testing.T) (*activity.Store, map[string]activity.ExecutionID) 
 
 // newTestModel builds the console the way the program does and runs its
 // start-up loads to completion, synchronously.
-func newTestModel(t *testing.T, w, h int) (*Model, *activity.Store, map[string]activity.ExecutionID) {
+func newTestModel(t testing.TB, w, h int) (*Model, *activity.Store, map[string]activity.ExecutionID) {
 	t.Helper()
 	s, ids := testStore(t)
 	m := New(s, Options{Operator: "alice", Poll: -1})

@@ -64,13 +64,16 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 	opts.Progress = func(n int64) { read = n }
 	go func() {
 		defer close(ch)
+		// The first suspects go out at once (the first frame should not
+		// wait for the analysis); after that, batches every 100ms or 8,192
+		// suspects: each batch costs the list a merge of its sort orders.
 		var batch []*analyze.Suspect
-		last := time.Now()
+		last, size := time.Now(), 64
 		err := analyze.Scan(context.Background(), s, opts, func(sus *analyze.Suspect) error {
 			batch = append(batch, sus)
-			if len(batch) >= 512 || time.Since(last) > 100*time.Millisecond {
+			if len(batch) >= size || time.Since(last) > 100*time.Millisecond {
 				ch <- suspectsMsg{gen: gen, suspects: batch, read: read}
-				batch, last = nil, time.Now()
+				batch, last, size = nil, time.Now(), 8192
 			}
 			return nil
 		})

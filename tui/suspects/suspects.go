@@ -5,8 +5,6 @@ package suspects
 
 import (
 	"fmt"
-	"github.com/mcpdup/mcpdup/tui/cells"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -24,7 +23,11 @@ var sorts = []string{"severity", "time", "tool", "verdict"}
 // Model is the list.
 type Model struct {
 	all       []*analyze.Suspect
-	shown     []int // indexes into all, filtered and sorted
+	idx       *index  // sort keys, search text, counts, sort orders
+	shown     []int32 // indexes into all, filtered and sorted; may share idx's order: never modify in place
+	shownQ    string  // the filter and
+	shownN    int     // the number of suspects and
+	sortedBy  int     // the sort shown was computed from
 	cursor    int
 	offset    int
 	width     int
@@ -51,7 +54,7 @@ func New(styles theme.Styles) Model {
 	f.Prompt = "/"
 	f.Placeholder = "verdict, tool, suspect id…"
 	f.CharLimit = 120
-	return Model{filter: f, styles: styles}
+	return Model{filter: f, styles: styles, idx: &index{}}
 }
 
 // SetSize sets the list's box.
@@ -68,6 +71,8 @@ func (m *Model) SetSuspects(all []*analyze.Suspect) {
 		keep = s.ID
 	}
 	m.all = all
+	m.idx = &index{}
+	m.idx.add(all)
 	m.apply()
 	for i, idx := range m.shown {
 		if m.all[idx].ID == keep {
@@ -80,8 +85,12 @@ func (m *Model) SetSuspects(all []*analyze.Suspect) {
 // Add appends suspects as they stream in.
 func (m *Model) Add(more []*analyze.Suspect) {
 	m.all = append(m.all, more...)
+	m.idx.add(m.all)
 	m.apply()
 }
+
+// All is every suspect loaded, in load order.
+func (m Model) All() []*analyze.Suspect { return m.all }
 
 // Typing reports whether the filter has the keyboard (q must not quit).
 func (m Model) Typing() bool { return m.filtering }
@@ -96,11 +105,7 @@ func (m Model) Selected() *analyze.Suspect {
 
 // Counts tallies the shown suspects and all of them.
 func (m Model) Counts() (shown, total int, byVerdict analyze.Counts) {
-	byVerdict = analyze.Counts{}
-	for _, s := range m.all {
-		byVerdict.Add(s)
-	}
-	return len(m.shown), len(m.all), byVerdict
+	return len(m.shown), len(m.all), m.idx.counts
 }
 
 // Filter is the applied filter text.
@@ -129,8 +134,11 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 			return m, nil
 		}
 		var cmd tea.Cmd
+		before := m.filter.Value()
 		m.filter, cmd = m.filter.Update(km)
-		m.apply()
+		if m.filter.Value() != before {
+			m.apply()
+		}
 		return m, cmd
 	}
 	switch {
@@ -162,39 +170,21 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	return m, nil
 }
 
-// apply filters and sorts.
+// apply filters and sorts. Typing more of a filter only narrows what is
+// shown, so it searches the rows shown rather than all of them.
 func (m *Model) apply() {
 	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
-	m.shown = m.shown[:0]
-	for i, s := range m.all {
-		if q == "" || matches(s, q) {
-			m.shown = append(m.shown, i)
-		}
+	ord := m.idx.order(m.all, m.sortBy)
+	switch {
+	case q == "":
+		m.shown = ord
+	case m.shownQ != "" && strings.Contains(q, m.shownQ) && m.shownN == len(m.all) && m.sortedBy == m.sortBy:
+		m.shown = m.idx.filter(m.shown, q)
+	default:
+		m.shown = m.idx.filter(ord, q)
 	}
-	less := map[string]func(a, b *analyze.Suspect) int{
-		"severity": func(a, b *analyze.Suspect) int {
-			if d := b.Severity.Rank() - a.Severity.Rank(); d != 0 {
-				return d
-			}
-			return a.FirstAt.Compare(b.FirstAt)
-		},
-		"time":    func(a, b *analyze.Suspect) int { return a.FirstAt.Compare(b.FirstAt) },
-		"tool":    func(a, b *analyze.Suspect) int { return strings.Compare(a.Tool, b.Tool) },
-		"verdict": func(a, b *analyze.Suspect) int { return verdictRank(a.Verdict) - verdictRank(b.Verdict) },
-	}[sorts[m.sortBy]]
-	slices.SortStableFunc(m.shown, func(i, j int) int { return less(m.all[i], m.all[j]) })
+	m.shownQ, m.shownN, m.sortedBy = q, len(m.all), m.sortBy
 	m.clamp()
-}
-
-func verdictRank(v analyze.Verdict) int { return slices.Index(analyze.Verdicts, v) }
-
-func matches(s *analyze.Suspect, q string) bool {
-	for _, f := range []string{string(s.Verdict), s.Tool, s.ID, string(s.Severity), s.Title, s.Target} {
-		if strings.Contains(strings.ToLower(f), q) {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *Model) rows() int { return max(m.height-3, 1) } // header, filter line, spare
