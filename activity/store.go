@@ -167,7 +167,6 @@ func (s *Store) openPools() error {
 		// FULL: a commit is on disk when Exec returns. The gateway relies on
 		// "dispatched" being durable before the first byte goes out.
 		q.Add("_pragma", "synchronous(FULL)")
-		q.Add("_pragma", "mmap_size(4294967296)")
 		// Checkpoints run on their own connection (checkpointLoop) so a
 		// commit never waits for the WAL to be copied into the database.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
@@ -183,9 +182,10 @@ func (s *Store) openPools() error {
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
-	// Map the file for reads: scanning a million-record log with one
-	// pread per page spends more time in syscalls than in hashing.
-	rq.Add("_pragma", "mmap_size(4294967296)")
+	// No mmap_size: mapping the file made a million-record scan no faster
+	// (verify 2.86 s mapped, 3.02 s not; analysis 2.81 s, 2.68 s) and
+	// each pooled connection maps it again, so the console's resident
+	// memory reached 3.4 GB on an 861 MB database.
 	r, err := sql.Open("sqlite", "file:"+(&url.URL{Path: s.path}).EscapedPath()+"?"+rq.Encode())
 	if err != nil {
 		w.Close()

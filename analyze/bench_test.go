@@ -1,9 +1,6 @@
 package analyze_test
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -14,33 +11,17 @@ import (
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
-const benchEvents = 1_000_000
-
 // BenchmarkAnalyze times suspect detection plus the five-question walk
 // over a 1,000,000-record store in which one execution in 20 is retried
 // (half attached, half duplicated), calls 100ms apart (about 4.7 hours of
 // traffic). The store is built once and kept in the temp directory (about
-// two minutes). It reports the peak heap, which stays flat as the store
+// two minutes; activitytest.MillionMixed). It reports the peak heap, which stays flat as the store
 // grows: calls are streamed and only groups still inside their window are
 // held.
 //
 //	go test ./analyze -run '^$' -bench Analyze -benchtime 3x
 func BenchmarkAnalyze(b *testing.B) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-analyze-%d-%s", benchEvents, activity.SchemaID()))
-	path, keys := filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
-		os.RemoveAll(dir)
-		s, err := activity.Open(ctx, path, activity.Options{KeyDir: keys})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("building a %d-record store in %s", benchEvents, dir)
-		if err := activitytest.FillMixed(ctx, s, benchEvents, 3000, 20); err != nil {
-			b.Fatal(err)
-		}
-		s.Close()
-		os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600)
-	}
+	path, keys := activitytest.MillionMixed(b)
 	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -303,4 +304,43 @@ func mixedExecution(w *activity.Writer, i int, args json.RawMessage, at time.Tim
 		}
 	}
 	return id, nil
+}
+
+// Cached returns a store that build filled once and that is kept in the
+// temp directory between runs, named by name and the schema, so the
+// benchmarks that read a million records do not rebuild it every time.
+// A half-built store (build failed or was interrupted) is rebuilt.
+func Cached(tb testing.TB, name string, build func(context.Context, *activity.Store) error) (path, keyDir string) {
+	tb.Helper()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-%s-%s", name, activity.SchemaID()))
+	path, keyDir = filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
+		return path, keyDir
+	}
+	os.RemoveAll(dir)
+	ctx := context.Background()
+	s, err := activity.Open(ctx, path, activity.Options{KeyDir: keyDir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("building the %s store in %s (once; minutes for a million records)", name, dir)
+	if err := build(ctx, s); err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path, keyDir
+}
+
+// MillionMixed is the cached 1,000,000-record store of FillMixed traffic
+// (one execution in 20 retried) that the analysis and console benchmarks
+// read.
+func MillionMixed(tb testing.TB) (path, keyDir string) {
+	return Cached(tb, "analyze-1000000", func(ctx context.Context, s *activity.Store) error {
+		return FillMixed(ctx, s, 1_000_000, 3000, 20)
+	})
 }

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,23 +19,9 @@ const benchRecords = 1_000_000
 // (building it takes about a minute).
 func benchLog(b *testing.B) (path, keyDir, pub string) {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-verify-%d-%s", benchRecords, activity.SchemaID()))
-	path, keyDir = filepath.Join(dir, "log.db"), filepath.Join(dir, "keys")
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
-		os.RemoveAll(dir)
-		s, err := activity.Open(ctx, path, activity.Options{KeyDir: keyDir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("building a %d-record log in %s", benchRecords, dir)
-		if err := activitytest.Fill(ctx, s, benchRecords, 3000); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, "complete"), nil, 0o600)
-	}
+	path, keyDir = activitytest.Cached(b, fmt.Sprintf("verify-%d", benchRecords), func(ctx context.Context, s *activity.Store) error {
+		return activitytest.Fill(ctx, s, benchRecords, 3000)
+	})
 	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keyDir})
 	if err != nil {
 		b.Fatal(err)

@@ -99,11 +99,11 @@ func TestConsoleInTmux(t *testing.T) {
 
 // tmuxSession is one program running in a private tmux server.
 type tmuxSession struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 }
 
-func startTmux(t *testing.T, dir string, w, h int, argv ...string) *tmuxSession {
+func startTmux(t testing.TB, dir string, w, h int, argv ...string) *tmuxSession {
 	t.Helper()
 	ts := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	args := append([]string{"new-session", "-d", "-s", "e2e", "-x", itoa(w), "-y", itoa(h)}, argv...)
@@ -149,16 +149,22 @@ func (ts *tmuxSession) capture() string {
 // waitFor polls the screen until want is on it and returns the screen.
 func (ts *tmuxSession) waitFor(want string) string {
 	ts.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	return ts.pollFor(func(s string) bool { return strings.Contains(s, want) })
+}
+
+// pollFor polls the screen every 10ms until ok accepts it (60s at most).
+func (ts *tmuxSession) pollFor(ok func(screen string) bool) string {
+	ts.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		screen := ts.capture()
-		if strings.Contains(screen, want) {
+		if ok(screen) {
 			return screen
 		}
 		if time.Now().After(deadline) {
-			ts.t.Fatalf("waiting for %q; the screen:\n%s", want, screen)
+			ts.t.Fatalf("the screen did not come as expected:\n%s", screen)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -28,7 +28,7 @@ var (
 
 // buildBinary builds the real mcpdup binary once per test run; TestMain
 // removes it.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		if binDir, binErr = os.MkdirTemp("", "mcpdup-bin-"); binErr != nil {
