@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/term"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
@@ -39,6 +41,9 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 	if err := requireOperator(c.Operator); err != nil {
 		return err
 	}
+	if !interactive() {
+		return &exitError{code: 2, err: errors.New("console needs a terminal on stdin and stdout (scripts use mcpdup analyze, status and resolve)")}
+	}
 	s, err := g.openStore(context.Background(), writeStore)
 	if err != nil {
 		return err
@@ -52,6 +57,11 @@ func pollFor(off bool) time.Duration {
 		return -1
 	}
 	return 0
+}
+
+// interactive reports whether stdin and stdout are a terminal.
+func interactive() bool {
+	return term.IsTerminal(os.Stdin.Fd()) && term.IsTerminal(os.Stdout.Fd())
 }
 
 func runConsole(s *activity.Store, opts tui.Options) error {
@@ -114,6 +124,18 @@ func (c *DemoCmd) Run(g *Globals) error {
 	again := fmt.Sprintf("mcpdup console --db %s --key-dir %s", db, keyDir)
 	if c.NoConsole {
 		fmt.Fprintf(g.stderr, "done. Open it with:\n  %s\n", again)
+		return nil
+	}
+	if !interactive() {
+		// No terminal (a pipe, CI): show what the console would open on.
+		table := analyze.NewTableWriter(g.stdout, false)
+		if err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error { table.Write(sus); return nil }); err != nil {
+			return err
+		}
+		if err := table.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "no terminal here, so no console. In a terminal, open it with:\n  %s\n", again)
 		return nil
 	}
 	operator := c.Operator

@@ -196,3 +196,30 @@ func (ts *tmuxSession) waitExit() {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDemoWithoutTerminal: piped or in CI, the demo still runs the whole
+// incident and prints what the console would open on, every verdict of
+// the analysis among it; the console itself refuses with a usage error.
+func TestDemoWithoutTerminal(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
+	var out, errb strings.Builder
+	if code := run([]string{"demo", "--db", db, "--key-dir", keys}, &out, &errb); code != 0 {
+		t.Fatalf("demo exit %d: %s", code, errb.String())
+	}
+	for _, v := range []string{"duplicate ", "duplicate_risk", "two_processes", "insufficient_evidence", "intentional_repeat", "one_action_refused", "one_action_first_no_effect", "one_action_attached", "harmless_read_only"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("demo output lacks %s:\n%s", v, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "no terminal here") || !strings.Contains(errb.String(), "mcpdup console --db "+db) {
+		t.Errorf("demo did not say how to open the console:\n%s", errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"console", "--db", db, "--key-dir", keys, "--operator", "alice"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "needs a terminal") {
+		t.Errorf("console without a terminal: exit %d, %s", code, errb.String())
+	}
+	if code := run([]string{"demo", "--db", db, "--key-dir", keys}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "exists") {
+		t.Errorf("demo over an existing database: exit %d, %s", code, errb.String())
+	}
+}
