@@ -355,7 +355,7 @@ func (m *Model) tabLine() string {
 			name = fmt.Sprintf("%s (%d)", name, m.pending.Len())
 		}
 		if i == m.tab {
-			parts = append(parts, activeTabStyle.Render(name))
+			parts = append(parts, activeTabStyle.Render("["+name+"]"))
 		} else {
 			parts = append(parts, tabStyle.Render(name))
 		}

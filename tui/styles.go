@@ -10,6 +10,8 @@ import (
 var styles = theme.Default()
 
 var (
+	// The active tab is bracketed as well as reversed: with NO_COLOR the
+	// brackets are what shows it.
 	tabStyle       = lipgloss.NewStyle().Padding(0, 1)
-	activeTabStyle = lipgloss.NewStyle().Padding(0, 1).Reverse(true).Bold(true)
+	activeTabStyle = lipgloss.NewStyle().Reverse(true).Bold(true)
 )

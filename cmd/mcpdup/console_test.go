@@ -30,14 +30,19 @@ func TestConsoleInTmux(t *testing.T) {
 		t.Fatalf("mcpdup demo: %v\n%s", err, out)
 	}
 
-	tm := startTmux(t, dir, 120, 40, bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
+	// NO_COLOR: the layout must say everything colour would.
+	tm := startTmux(t, dir, 120, 40, "env", "NO_COLOR=1", bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
 	tm.waitFor("10 suspects (✗ 1 duplicate, ? 1 risk) · 3 pending · audit ✓ verified")
+	if raw := tm.run("capture-pane", "-e", "-p", "-t", "e2e"); regexp.MustCompile(`\x1b\[[0-9;]*(3[0-9]|4[0-9]|9[0-7])(;[0-9]+)*m`).MatchString(raw) {
+		t.Fatalf("colour on screen under NO_COLOR:\n%q", raw)
+	}
 
 	tm.keys("/")
 	tm.typeText("pt_create")
 	tm.keys("Enter")
 	tm.waitFor("filter: pt_create")
 	tm.waitFor(" 1/10 suspects")
+	tm.waitFor("› ✗ duplicate") // the cursor shows without colour
 	if screen := tm.capture(); !strings.Contains(screen, "duplicate") || strings.Contains(screen, "scale_service") {
 		t.Fatalf("the filter shows the wrong rows:\n%s", screen)
 	}

@@ -95,11 +95,11 @@ func (m Model) View() string {
 	}
 	var b strings.Builder
 	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%s (%d)", m.title, len(m.rows)), m.width)) + "\n")
-	b.WriteString(m.styles.Muted.Render(cells.Clip(m.header, m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(cells.Clip(cells.Cursor(false)+m.header, m.width)) + "\n")
 	rows := m.page()
 	start := max(m.cursor-rows+1, 0)
 	for i := start; i < min(start+rows, len(m.rows)); i++ {
-		line := cells.Clip(m.rows[i], m.width)
+		line := cells.Clip(cells.Cursor(i == m.cursor)+m.rows[i], m.width)
 		if i == m.cursor {
 			line = m.styles.Selected.Render(line)
 		}

@@ -27,3 +27,14 @@ func Pad(s string, w int) string {
 	}
 	return s + strings.Repeat(" ", w-n)
 }
+
+// Cursor marks the selected row of a list in text, not only in reverse
+// video: with NO_COLOR (or a monochrome terminal) styles are dropped and
+// the mark is all that shows where the cursor is. Unselected rows get the
+// same width in spaces.
+func Cursor(selected bool) string {
+	if selected {
+		return "› "
+	}
+	return "  "
+}

@@ -187,7 +187,7 @@ func (m Model) View() string {
 	rows := max(m.height-6, 1)
 	start := max(m.cursor-rows+1, 0)
 	for i := start; i < min(start+rows, len(m.items)); i++ {
-		line := m.line(m.items[i])
+		line := cells.Cursor(i == m.cursor) + m.line(m.items[i])
 		if i == m.cursor {
 			b.WriteString(m.styles.Selected.Render(cells.Clip(line, m.width)) + "\n")
 		} else {

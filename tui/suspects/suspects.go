@@ -208,7 +208,7 @@ func (m Model) View() string {
 	}
 	var b strings.Builder
 	cols, toolW := layout(m.width)
-	b.WriteString(m.styles.Title.Render(cells.Clip("  "+header(cols, toolW), m.width)) + "\n")
+	b.WriteString(m.styles.Title.Render(cells.Clip("    "+header(cols, toolW), m.width)) + "\n")
 	rows := m.rows()
 	if len(m.shown) == 0 {
 		msg := "  no suspects"
@@ -220,7 +220,7 @@ func (m Model) View() string {
 	}
 	for i := m.offset; i < min(m.offset+rows, len(m.shown)); i++ {
 		s := m.all[m.shown[i]]
-		line := s.Verdict.Glyph() + " " + row(cols, toolW, *s)
+		line := cells.Cursor(i == m.cursor) + s.Verdict.Glyph() + " " + row(cols, toolW, *s)
 		line = cells.Clip(line, m.width)
 		if i == m.cursor {
 			b.WriteString(m.styles.Selected.Render(cells.Pad(line, m.width)) + "\n")
@@ -275,7 +275,7 @@ var layouts = [][]column{
 
 func layout(width int) ([]column, int) {
 	for i, cols := range layouts {
-		fixed := 2 // glyph and space
+		fixed := 4 // cursor mark, glyph, spaces
 		for _, c := range cols {
 			fixed += c.w + 1
 		}
