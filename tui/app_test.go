@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
+	_ "modernc.org/sqlite"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
@@ -365,3 +367,123 @@ func normalise(s string) string {
 var idPattern = regexp.MustCompile(`\b(act|call|run|sus|apv|src)_…?[0-9A-Z]+`)
 
 var _ = fmt.Sprint
+
+// TestPendingApprovals: a per-use approval a gateway waits for shows in
+// the pending queue; a answers it after a note and y, d denies; the
+// decision is in the store and the queue updates.
+func TestPendingApprovals(t *testing.T) {
+	m, s, _ := newTestModel(t, 120, 30)
+	var ids []string
+	for _, tool := range []string{"charge_card", "rotate_credential"} {
+		_, err := s.Write(ctx, func(w *activity.Writer) error {
+			a, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, Actor: "agent:deployer", Tool: tool, CredentialRef: "stripe", Summary: "use the " + tool + " credential"})
+			ids = append(ids, a.ID)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(m, press(m, "r"))
+	press(m, "2")
+	if m.pending.Len() != 3 {
+		t.Fatalf("pending after r: %d", m.pending.Len())
+	}
+	v := m.View()
+	if !strings.Contains(v, "charge_card") || !strings.Contains(v, "approval") {
+		t.Fatalf("approvals not listed:\n%s", v)
+	}
+	// Approvals first (a gateway is waiting on them), then executions.
+	press(m, "v") // verify is for executions: nothing to type on an approval
+	if m.pending.Typing() {
+		t.Fatal("v must not apply to an approval")
+	}
+	press(m, "a")
+	for _, r := range "ok for the refund run" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	run(m, press(m, "y"))
+	if a, _ := s.Approval(ctx, ids[0]); a.State != activity.ApprovalApproved || a.Operator != "alice" || a.Note != "ok for the refund run" {
+		t.Fatalf("approval after a/y: %+v", a)
+	}
+	if m.pending.Len() != 2 {
+		t.Fatalf("the queue must update: %d", m.pending.Len())
+	}
+	press(m, "g", "d")
+	for _, r := range "not during the freeze" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	run(m, press(m, "y"))
+	if a, _ := s.Approval(ctx, ids[1]); a.State != activity.ApprovalDenied || a.Note != "not during the freeze" {
+		t.Fatalf("approval after d/y: %+v", a)
+	}
+	// Deciding twice is refused by the store, and the console says so.
+	m.Update(decide(s, ids[1], activity.ApprovalApproved, "alice", "again")())
+	if !m.bad {
+		t.Fatalf("a second decision must show as an error:\n%s", m.View())
+	}
+}
+
+// TestBrowserKeys moves through the executions browser; the line under
+// the list follows the cursor with the whole id.
+func TestBrowserKeys(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 14)
+	press(m, "3")
+	if m.execs.Cursor() != 0 {
+		t.Fatal("cursor starts at the top")
+	}
+	press(m, "j", "down")
+	if m.execs.Cursor() != 2 {
+		t.Fatalf("j, ↓: %d", m.execs.Cursor())
+	}
+	press(m, "G")
+	if m.execs.Cursor() != 7 {
+		t.Fatalf("G: %d", m.execs.Cursor())
+	}
+	if v := m.View(); !strings.Contains(v, "› ✓ delivered") || !regexp.MustCompile(`act_[0-9A-Z]{26} · POST`).MatchString(v) {
+		t.Fatalf("the last row must be selected and its id shown whole:\n%s", v)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyPgUp})
+	if m.execs.Cursor() >= 7 {
+		t.Fatal("pgup")
+	}
+	press(m, "g", "k")
+	if m.execs.Cursor() != 0 {
+		t.Fatal("g, k stay at the top")
+	}
+	press(m, "?")
+	if v := m.View(); !strings.Contains(v, "page down") || strings.Contains(v, "filter") {
+		t.Fatalf("browser help:\n%s", v)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyShiftTab})
+	if m.tab != tabPending {
+		t.Fatal("shift+tab")
+	}
+}
+
+// TestAuditIndicatorBroken: a record edited behind the store's back shows
+// as a broken log in the status bar once the console checks again.
+func TestAuditIndicatorBroken(t *testing.T) {
+	m, s, _ := newTestModel(t, 120, 30)
+	if !strings.Contains(m.View(), "audit ✓ verified") {
+		t.Fatal("starts verified")
+	}
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// What an attacker with the file does first: drop the append-only triggers.
+	if _, err := db.Exec(`DROP TRIGGER audit_log_no_update`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE audit_log SET canonical = CAST(replace(CAST(canonical AS TEXT), 'agent:deployer', 'agent:deployeR') AS BLOB) WHERE seq = 5`); err != nil {
+		t.Fatal(err)
+	}
+	run(m, press(m, "r"))
+	if v := m.View(); !strings.Contains(v, "audit ✗ BROKEN") {
+		t.Fatalf("tampering not shown:\n%s", v)
+	}
+}
