@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
 // TestConsoleInTmux drives the real binary the way an operator does, in
@@ -227,4 +230,49 @@ func TestDemoWithoutTerminal(t *testing.T) {
 	if code := run([]string{"demo", "--db", db, "--key-dir", keys}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "exists") {
 		t.Errorf("demo over an existing database: exit %d, %s", code, errb.String())
 	}
+}
+
+// TestConsoleLiveWithGateway: the console is open on the database a
+// running gateway (another process) writes; calls made through the
+// gateway appear in the console without a restart.
+func TestConsoleLiveWithGateway(t *testing.T) {
+	bin := buildBinary(t)
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	endpoint, _, _ := startGateway(t, bin, dir, target.URL)
+	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := gatewaytest.Connect(ctx, endpoint, gatewayToken, gatewaytest.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(v int) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"version": v}})
+		if err != nil || res.IsError {
+			t.Fatalf("call through the gateway: %v %+v", err, res)
+		}
+	}
+	call(1)
+
+	tm := startTmux(t, dir, 120, 30, bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
+	tm.waitFor("· live")
+	tm.keys("3")
+	tm.waitFor("executions (newest first) (1)")
+
+	call(2)
+	call(3)
+	tm.waitFor("executions (newest first) (3)")
+	tm.waitFor("new activity: reloaded")
+	if screen := tm.capture(); strings.Count(screen, "deploy_release") < 3 || !strings.Contains(screen, "delivered") {
+		t.Fatalf("the new executions are not listed:\n%s", screen)
+	}
+	if got := target.Total(); got != 3 {
+		t.Fatalf("target acted %d times, want 3", got)
+	}
+	tm.keys("q")
+	tm.waitExit()
 }

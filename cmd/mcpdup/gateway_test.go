@@ -54,15 +54,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestGatewayBinary runs `mcpdup gateway` as a real process: a call
-// through it, `mcpdup lock` while it runs, SIGTERM, and the sealed log
-// verifies afterwards.
-func TestGatewayBinary(t *testing.T) {
-	bin := buildBinary(t)
-	target := gatewaytest.NewTarget()
-	defer target.Close()
-	dir := t.TempDir()
-	const token = "binary-test-token-0123456789"
+const gatewayToken = "binary-test-token-0123456789"
+
+// startGateway runs `mcpdup gateway` on loopback with one tool,
+// deploy_release, that reaches targetURL; its database and keys are in
+// dir. It returns the MCP endpoint, the environment the other commands
+// need to reach the same database, and the process (killed at cleanup).
+func startGateway(t *testing.T, bin, dir, targetURL string) (string, []string, *exec.Cmd) {
+	t.Helper()
 	cfg := filepath.Join(dir, "gateway.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 listen = "127.0.0.1:0"
@@ -73,16 +72,16 @@ token_env = "MCPDUP_TOKEN_CI"
 name = "deploy_release"
 url = "%s/v1/releases"
 contract = "repeatable_with_key"
-`, target.URL)), 0o600)
+`, targetURL)), 0o600)
 	env := append(os.Environ(), "MCPDUP_DB="+filepath.Join(dir, "gw.db"), "MCPDUP_KEY_DIR="+filepath.Join(dir, "keys"),
-		"MCPDUP_TOKEN_CI="+token, "USER=ops")
+		"MCPDUP_TOKEN_CI="+gatewayToken, "USER=ops")
 	cmd := exec.Command(bin, "gateway", "--config", cfg)
 	cmd.Env = env
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(stderr)
 	var endpoint string
 	for lines.Scan() {
@@ -98,9 +97,21 @@ contract = "repeatable_with_key"
 		for lines.Scan() {
 		}
 	}()
+	return endpoint, env, cmd
+}
+
+// TestGatewayBinary runs `mcpdup gateway` as a real process: a call
+// through it, `mcpdup lock` while it runs, SIGTERM, and the sealed log
+// verifies afterwards.
+func TestGatewayBinary(t *testing.T) {
+	bin := buildBinary(t)
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	endpoint, env, cmd := startGateway(t, bin, dir, target.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := gatewaytest.Connect(ctx, endpoint, token, gatewaytest.ProtocolStateless)
+	cs, err := gatewaytest.Connect(ctx, endpoint, gatewayToken, gatewaytest.ProtocolStateless)
 	if err != nil {
 		t.Fatal(err)
 	}
