@@ -7,7 +7,6 @@ package tui
 
 import (
 	"fmt"
-	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 	"time"
 
@@ -20,9 +19,11 @@ import (
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/tui/browse"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/detail"
 	"github.com/mcpdup/mcpdup/tui/pending"
 	"github.com/mcpdup/mcpdup/tui/suspects"
+	"github.com/mcpdup/mcpdup/tui/timerange"
 )
 
 // Options configure the console.
@@ -63,6 +64,8 @@ type Model struct {
 	pending  pending.Model
 	execs    browse.Model
 	runs     browse.Model
+	rangeAsk timerange.Model
+	execList []activity.Execution // the executions browser's rows
 	help     help.Model
 	showHelp bool
 
@@ -86,8 +89,9 @@ func New(s *activity.Store, opts Options) *Model {
 	return &Model{
 		store: s, opts: opts,
 		suspects: suspects.New(styles), detail: detail.New(styles), pending: pending.New(styles),
-		execs: browse.New("executions (newest first)", styles), runs: browse.New("agent runs (the Sessions log)", styles),
-		help: help.New(), auditTxt: "audit: checking…", loading: true,
+		execs: browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange), runs: browse.New("agent runs (the Sessions log)", styles),
+		rangeAsk: timerange.New(styles),
+		help:     help.New(), auditTxt: "audit: checking…", loading: true,
 	}
 }
 
@@ -145,6 +149,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.setBrowsers(msg.execs, msg.runs)
 		}
+	case rangeMsg:
+		if msg.err != nil {
+			m.setStatus("replay: "+msg.err.Error(), true)
+			return m, nil
+		}
+		m.setStatus("", false)
+		m.detail.SetRange(msg.tl)
+		m.inDetail = true
 	case auditMsg:
 		m.auditTxt = auditText(msg.report, msg.err)
 	case resolvedMsg:
@@ -178,6 +190,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m *Model) typing() bool {
 	switch {
+	case m.rangeAsk.IsOpen():
+		return true
 	case m.inDetail:
 		return false
 	case m.tab == tabSuspects:
@@ -233,6 +247,12 @@ func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
 	}
 	var cmd tea.Cmd
 	switch {
+	case m.rangeAsk.IsOpen():
+		m.rangeAsk, cmd = m.rangeAsk.Update(km)
+		if from, to, ok := m.rangeAsk.Take(); ok {
+			m.setStatus("reading the range…", false)
+			return m, loadRange(m.store, from, to)
+		}
 	case m.inDetail:
 		m.detail, cmd = m.detail.Update(km)
 		if m.detail.TakeBack() {
@@ -246,12 +266,24 @@ func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case m.tab == tabPending:
 		m.pending, cmd = m.pending.Update(km)
+	case m.tab == tabExecutions && key.Matches(km, keys.ReplayRange):
+		cmd = m.askRange()
 	case m.tab == tabExecutions:
 		m.execs, cmd = m.execs.Update(km)
 	case m.tab == tabSessions:
 		m.runs, cmd = m.runs.Update(km)
 	}
 	return m, cmd
+}
+
+// askRange opens the time-range prompt, filled with a range around the
+// selected execution (a minute before it to five after).
+func (m *Model) askRange() tea.Cmd {
+	at := time.Now().UTC().Add(-10 * time.Minute)
+	if i := m.execs.Cursor(); i < len(m.execList) && m.execList[i].Times.Accepted.OK {
+		at = m.execList[i].Times.Accepted.V.Add(-time.Minute)
+	}
+	return m.rangeAsk.Open(at, at.Add(6*time.Minute))
 }
 
 func (m *Model) switchTab(t int) tea.Cmd {
@@ -276,6 +308,7 @@ func (m *Model) layout() {
 	m.pending.SetSize(w, bodyH)
 	m.execs.SetSize(w, bodyH)
 	m.runs.SetSize(w, bodyH)
+	m.rangeAsk.SetWidth(w)
 }
 
 func (m *Model) helpHeight() int {
@@ -287,6 +320,8 @@ func (m *Model) helpHeight() int {
 func (m *Model) helpKeys() helpKeys {
 	var v viewKeys
 	switch {
+	case m.rangeAsk.IsOpen():
+		v = m.rangeAsk
 	case m.inDetail:
 		v = m.detail
 	case m.tab == tabSuspects:
@@ -324,6 +359,10 @@ func (m *Model) View() string {
 	bodyH := m.height - 2
 	if m.showHelp {
 		bodyH -= m.helpHeight()
+	}
+	if ask := m.rangeAsk.View(); ask != "" {
+		n := strings.Count(ask, "\n") + 1
+		body = fit(body, max(bodyH-n, 1)) + "\n" + ask
 	}
 	b.WriteString(fit(body, max(bodyH, 1)))
 	if m.showHelp {
@@ -403,6 +442,7 @@ func (m *Model) statusBar() string {
 }
 
 func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
+	m.execList = execs
 	var rows, details []string
 	for _, e := range execs {
 		// The list shows short ids; the line under it shows the whole id

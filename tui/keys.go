@@ -8,19 +8,21 @@ import (
 // globalKeys work everywhere except while typing (ctrl+c always works).
 type globalKeys struct {
 	Quit, ForceQuit, Help, NextTab, PrevTab, Tab1, Tab2, Tab3, Tab4, Refresh key.Binding
+	ReplayRange                                                              key.Binding // executions browser
 }
 
 var keys = globalKeys{
-	Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
-	ForceQuit: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
-	Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-	NextTab:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
-	PrevTab:   key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous view")),
-	Tab1:      key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "suspects")),
-	Tab2:      key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "pending")),
-	Tab3:      key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "executions")),
-	Tab4:      key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "sessions")),
-	Refresh:   key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh")),
+	Quit:        key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
+	ForceQuit:   key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+	Help:        key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+	NextTab:     key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next view")),
+	PrevTab:     key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous view")),
+	Tab1:        key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "suspects")),
+	Tab2:        key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "pending")),
+	Tab3:        key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "executions")),
+	Tab4:        key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "sessions")),
+	Refresh:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh")),
+	ReplayRange: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "replay a time range")),
 }
 
 // viewKeys is what every child view offers for help.

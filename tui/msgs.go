@@ -174,3 +174,16 @@ func logSize(s *activity.Store) tea.Cmd {
 		return sizeMsg{size: n, err: err}
 	}
 }
+
+type rangeMsg struct {
+	tl  *analyze.Timeline
+	err error
+}
+
+// loadRange reads every event between from and to for the range replay.
+func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
+	return func() tea.Msg {
+		tl, err := analyze.RangeTimeline(context.Background(), s, from, to)
+		return rangeMsg{tl: tl, err: err}
+	}
+}

@@ -4,13 +4,13 @@ package browse
 
 import (
 	"fmt"
-	"github.com/charmbracelet/x/ansi"
-	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -32,6 +32,7 @@ type Model struct {
 	rows    []string
 	details []string // a line shown under the table for the selected row
 	cursor  int
+	extra   []key.Binding // keys the app adds (help only)
 	width   int
 	height  int
 	styles  theme.Styles
@@ -52,10 +53,22 @@ func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
 // Cursor is the selected row.
 func (m Model) Cursor() int { return m.cursor }
 
+// WithKeys adds keys the app handles for this table to its help.
+func (m Model) WithKeys(extra ...key.Binding) Model {
+	m.extra = extra
+	return m
+}
+
 // ShortHelp and FullHelp list the keys.
-func (m Model) ShortHelp() []key.Binding { return []key.Binding{keys.Up, keys.Down} }
+func (m Model) ShortHelp() []key.Binding {
+	return append([]key.Binding{keys.Up, keys.Down}, m.extra...)
+}
 func (m Model) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keys.Up, keys.Down, keys.Top, keys.Bottom, keys.PageUp, keys.PageDown}}
+	cols := [][]key.Binding{{keys.Up, keys.Down, keys.Top, keys.Bottom, keys.PageUp, keys.PageDown}}
+	if len(m.extra) > 0 {
+		cols = append(cols, m.extra)
+	}
+	return cols
 }
 
 // page is the rows that fit under the title and header and above the

@@ -6,7 +6,6 @@ package detail
 
 import (
 	"fmt"
-	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -14,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -45,7 +45,13 @@ func (m *Model) SetSuspect(s *analyze.Suspect) {
 	m.sus, m.tl, m.step, m.replaying, m.frame = s, analyze.SuspectTimeline(s), 1, false, 0
 }
 
-// Suspect is the suspect shown.
+// SetRange shows a time range's events, replayed from the first: no
+// suspect, no questions; esc leaves.
+func (m *Model) SetRange(tl *analyze.Timeline) {
+	m.sus, m.tl, m.step, m.replaying, m.frame = nil, tl, 0, true, 0
+}
+
+// Suspect is the suspect shown (nil for a time range).
 func (m Model) Suspect() *analyze.Suspect { return m.sus }
 
 // Step is how many questions are revealed (6: the verdict too).
@@ -63,15 +69,17 @@ func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
 // Update handles keys.
 func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
-	if !ok || m.sus == nil {
+	if !ok || m.tl == nil {
 		return m, nil
 	}
 	if m.replaying {
 		switch {
+		case key.Matches(km, keys.Back) && m.sus == nil:
+			m.back = true // a time range is only a replay
 		case key.Matches(km, keys.Back):
 			m.replaying = false
 		case key.Matches(km, keys.StepNext):
-			m.frame = min(m.frame+1, len(m.tl.Frames)-1)
+			m.frame = max(min(m.frame+1, len(m.tl.Frames)-1), 0)
 		case key.Matches(km, keys.StepPrev):
 			m.frame = max(m.frame-1, 0)
 		}
@@ -92,8 +100,12 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 
 // View draws the walk above the timeline.
 func (m Model) View() string {
-	if m.sus == nil || m.width <= 0 || m.height <= 0 {
+	if m.tl == nil || m.width <= 0 || m.height <= 0 {
 		return ""
+	}
+	if m.sus == nil {
+		head := fmt.Sprintf("time range %s · %d events · %d executions", m.tl.Title, len(m.tl.Frames), len(m.tl.Executions))
+		return m.styles.Title.Render(cells.Clip(head, m.width)) + "\n\n" + m.swimlanes(max(m.height-2, 3))
 	}
 	s := m.sus
 	wrap := lipgloss.NewStyle().Width(max(m.width-2, 10))

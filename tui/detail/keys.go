@@ -17,7 +17,7 @@ var keys = keyMap{
 
 // ShortHelp and FullHelp list the keys that work in the current mode.
 func (m Model) ShortHelp() []key.Binding {
-	if m.replaying {
+	if m.replaying || m.sus == nil {
 		return []key.Binding{keys.StepNext, keys.StepPrev, keys.Back}
 	}
 	return []key.Binding{keys.Next, keys.Prev, keys.Replay, keys.Back}

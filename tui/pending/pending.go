@@ -7,7 +7,6 @@ package pending
 
 import (
 	"fmt"
-	"github.com/mcpdup/mcpdup/tui/cells"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
