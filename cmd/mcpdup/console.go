@@ -28,7 +28,8 @@ func (c *ConsoleCmd) Help() string {
 	return `Views (tab, or 1-4): suspects (sort with s, filter with /), a suspect's five
 questions walked one at a time (enter) with its swimlane timeline and a
 step-by-step replay (p), the pending queue (v verified, x rejected, a/d for
-approvals: note, then y/N), executions and sessions. The status bar shows
+approvals: note, then y/N), executions (p replays a time range) and
+sessions. The status bar shows
 counts and whether the log verifies. While a gateway writes to the same
 database, new activity appears by itself. ? lists the keys of each view;
 q quits.
