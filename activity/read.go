@@ -305,6 +305,31 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 	return out, rows.Err()
 }
 
+// SourceBySHA256 finds the import of a file with this sha256, or returns
+// ErrNotFound.
+func (s *Store) SourceBySHA256(ctx context.Context, sum string) (Source, error) {
+	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources WHERE sha256 = ? ORDER BY seq LIMIT 1`, sum)
+	if err != nil {
+		return Source{}, fmt.Errorf("sources: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Source{}, err
+		}
+		return Source{}, ErrNotFound
+	}
+	var src Source
+	var file, sha, note sql.NullString
+	var at string
+	if err := rows.Scan(&src.ID, &src.Format, &file, &sha, &at, &src.Records, &src.Skipped, &note); err != nil {
+		return Source{}, err
+	}
+	src.File, src.SHA256, src.Note = file.String, sha.String, note.String
+	src.ImportedAt, err = parseTime(at)
+	return src, err
+}
+
 // Sources lists the import sources (and gateway announcements), oldest
 // first.
 func (s *Store) Sources(ctx context.Context) ([]Source, error) {

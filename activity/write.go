@@ -34,7 +34,24 @@ type Writer struct {
 	// ones have their projection row written by flush.
 	execs map[ExecutionID]*execEntry
 	runs  []RunID // runs known to exist, cached by the store on commit
+	// bulk: a long import in one transaction. Records are not kept for
+	// the caller and the execution cache is trimmed, so memory stays flat
+	// however many records the transaction appends.
+	bulk     bool
+	runsSeen map[RunID]bool
+	appended int64
 }
+
+// Appended is how many records this writer has appended.
+func (w *Writer) Appended() int64 { return w.appended }
+
+// maxBulkCache is how many clean executions a bulk writer keeps cached.
+const maxBulkCache = 4096
+
+// Bulk switches the writer to bulk mode for a long import: Write then
+// returns only the first record appended, and executions not changed
+// since the last flush leave the cache. Call it first in fn.
+func (w *Writer) Bulk() { w.bulk = true }
 
 type execEntry struct {
 	e     Execution
@@ -311,7 +328,10 @@ func (w *Writer) append(kind Kind, data any) (Record, error) {
 	}
 	w.edge.Add(rec.Seq, hashes)
 	w.head, w.next = rec.Hash, rec.Seq+1
-	w.records = append(w.records, rec)
+	w.appended++
+	if !w.bulk || len(w.records) == 0 {
+		w.records = append(w.records, rec)
+	}
 	return rec, nil
 }
 
@@ -433,6 +453,10 @@ func (w *Writer) StartRun(run Run) (Run, error) {
 		return run, err
 	}
 	w.runs = append(w.runs, run.ID)
+	if w.runsSeen == nil {
+		w.runsSeen = map[RunID]bool{}
+	}
+	w.runsSeen[run.ID] = true
 	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		run.ID, run.Actor, string(run.IdentifiedBy), run.Evidence, FormatTime(run.StartedAt), nullTime(run.EndedAt),
 		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq)
@@ -477,7 +501,7 @@ func (w *Writer) requireRun(id RunID) error {
 	if id == "" {
 		return nil
 	}
-	if _, ok := w.s.knownRuns.Load(id); ok {
+	if _, ok := w.s.knownRuns.Load(id); ok || w.runsSeen[id] {
 		return nil
 	}
 	var one int
@@ -486,6 +510,10 @@ func (w *Writer) requireRun(id RunID) error {
 		return fmt.Errorf("run %s: %w", id, notFound(err))
 	}
 	w.runs = append(w.runs, id)
+	if w.runsSeen == nil {
+		w.runsSeen = map[RunID]bool{}
+	}
+	w.runsSeen[id] = true
 	return nil
 }
 
@@ -609,6 +637,13 @@ func (w *Writer) flush() error {
 			return fmt.Errorf("execution %s: %w", e.ID, err)
 		}
 		ent.dirty = false
+	}
+	if w.bulk && len(w.execs) > maxBulkCache {
+		for id, ent := range w.execs {
+			if !ent.dirty {
+				delete(w.execs, id)
+			}
+		}
 	}
 	return nil
 }
@@ -744,6 +779,45 @@ func (w *Writer) SetVault(locked bool, operator, reason string) error {
 	}
 	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
 		state+" by "+operator+": "+reason)
+}
+
+// ImportVault records a vault event another log recorded, with its own
+// time. It does not change this database's vault.
+func (w *Writer) ImportVault(ev VaultEvent) error {
+	if ev.Operator == "" || ev.At.IsZero() {
+		return errors.New("vault event: operator and time are required")
+	}
+	ev.At = ev.At.UTC()
+	_, err := w.append(KindVault, ev)
+	return err
+}
+
+// ImportApproval records an approval exactly as another log recorded it:
+// a request, or a decision with its own times. A decision updates the row
+// of its request, or creates it when the request is not in this log.
+func (w *Writer) ImportApproval(a Approval) error {
+	if a.ID == "" || a.RequestedAt.IsZero() {
+		return errors.New("approval: id and requested_at are required")
+	}
+	if a.Kind != ApprovalSession && a.Kind != ApprovalPerUse {
+		return fmt.Errorf("approval %s: unknown kind %q", a.ID, a.Kind)
+	}
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return err
+	}
+	var decidedAt, decidedSeq any
+	if a.State != ApprovalPending {
+		decidedSeq = rec.Seq
+		if a.DecidedAt.OK {
+			decidedAt = FormatTime(a.DecidedAt.V)
+		}
+	}
+	return w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq, decided_at, operator, note, decided_seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET state = excluded.state, decided_at = excluded.decided_at, operator = excluded.operator, note = excluded.note, decided_seq = excluded.decided_seq`,
+		a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)), a.Actor, nullString(a.Tool),
+		nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq, decidedAt, nullString(a.Operator), nullString(a.Note), decidedSeq)
 }
 
 // VaultLocked reports whether the vault is locked, and the lock's note.

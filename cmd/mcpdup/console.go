@@ -9,7 +9,6 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/term"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
@@ -62,7 +61,7 @@ func pollFor(off bool) time.Duration {
 
 // interactive reports whether stdin and stdout are a terminal.
 func interactive() bool {
-	return term.IsTerminal(os.Stdin.Fd()) && term.IsTerminal(os.Stdout.Fd())
+	return isTerminal(os.Stdin) && isTerminal(os.Stdout)
 }
 
 func runConsole(s *activity.Store, opts tui.Options) error {

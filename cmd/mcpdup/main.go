@@ -80,6 +80,7 @@ type CLI struct {
 
 	Demo       DemoCmd       `cmd:"" help:"Run a scripted incident through the real gateway and open the console on it."`
 	Console    ConsoleCmd    `cmd:"" help:"Open the interactive console: suspects, the five-question walk, replay, the pending queue."`
+	Import     ImportCmd     `cmd:"" help:"Import activity logs: mcpdup exports and other systems' logs (${formats})."`
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
 	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
 	Replay     ReplayCmd     `cmd:"" help:"Replay a suspect's (or a time range's) events with each execution's state; what the gateway would have done."`
@@ -132,6 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"version":         "mcpdup " + version,
 			"default_db":      "$XDG_DATA_HOME/mcpdup/mcpdup.db",
 			"default_key_dir": "$XDG_CONFIG_HOME/mcpdup/keys",
+			"formats":         formatList(),
 		},
 	)
 	if err != nil {

@@ -32,6 +32,7 @@ type progress struct {
 	verb  string
 	start time.Time
 	shown bool
+	bytes bool // done and total are bytes, not records
 }
 
 func newProgress(w io.Writer, verb string) *progress {
@@ -46,6 +47,14 @@ func (p *progress) update(done, total int64) {
 		return
 	}
 	p.shown = true
+	if p.bytes {
+		if total > 0 {
+			fmt.Fprintf(p.w, "\r%s: %d of %d MB (%d%%)", p.verb, done>>20, total>>20, done*100/total)
+		} else {
+			fmt.Fprintf(p.w, "\r%s: %d MB", p.verb, done>>20)
+		}
+		return
+	}
 	if total > 0 {
 		fmt.Fprintf(p.w, "\r%s %d/%d records (%d%%)", p.verb, done, total, done*100/total)
 	} else {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/importer"
+)
+
+// ImportCmd reads activity logs into the database.
+type ImportCmd struct {
+	Files   []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
+	Format  string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
+	SkipBad bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
+	Key     string   `placeholder:"PUB" help:"Pinned public key that checks an mcpdup export's signatures (key text or .pub file). Without it this host's key for the export's origin is used, reported as not pinned."`
+	Output  string   `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+}
+
+func (c *ImportCmd) Help() string {
+	return `Each file is imported whole, in one transaction, or not at all: a
+malformed record names the file, line and field and nothing of that file is
+written (--skip-bad skips such records and counts them). A file imported
+before (same sha256) adds nothing and says so. Every imported row keeps
+its source, file and line; what a format does not record (delivery,
+authorization, which process called…) is marked "not recorded", so the
+analysis answers "unknown" rather than guessing.
+
+An mcpdup export's chain, tree and signatures are verified first; an
+altered export is refused.
+
+Examples:
+  mcpdup import --db ./incident.db incident.jsonl
+  mcpdup import --db ./incident.db sallyport-activity.jsonl traces.jsonl.gz -o json
+  mcpdup import --db ./incident.db --skip-bad noisy.jsonl`
+}
+
+func (c *ImportCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	s, err := g.openStore(ctx, createStore)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	opts := importer.Options{Format: c.Format, SkipBad: c.SkipBad, ExportKey: c.exportKey(g)}
+	var reports []importer.FileReport
+	failed := 0
+	for _, f := range c.Files {
+		prog := newProgress(g.stderr, "importing "+f)
+		if prog != nil {
+			prog.bytes = true
+		}
+		opts.Progress = prog.update
+		rep, err := importer.Import(ctx, s, f, opts)
+		prog.done()
+		if err != nil {
+			failed++
+			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
+			continue
+		}
+		reports = append(reports, rep)
+	}
+	if c.Output == "json" {
+		if reports == nil {
+			reports = []importer.FileReport{}
+		}
+		if err := writeJSON(g.stdout, reports); err != nil {
+			return err
+		}
+	} else if err := writeImportTable(g, reports); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return &exitError{1, fmt.Errorf("%d of %d files not imported (nothing of them was written)", failed, len(c.Files))}
+	}
+	return nil
+}
+
+func writeImportTable(g *Globals, reports []importer.FileReport) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tFORMAT\tRESULT\tRUNS\tCALLS\tEXECUTIONS\tSKIPPED\tSOURCE")
+	for _, r := range reports {
+		result := "imported"
+		if r.AlreadyImported {
+			result = "already imported"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.File, r.Format, result, r.Runs, r.Calls, r.Executions, r.Skipped, r.Source)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range reports {
+		if r.Note != "" {
+			fmt.Fprintf(g.stdout, "\n%s: %s\n", r.File, r.Note)
+		}
+		for _, e := range r.Errors {
+			fmt.Fprintf(g.stdout, "  skipped %s\n", e)
+		}
+		if more := r.Skipped - int64(len(r.Errors)); more > 0 {
+			fmt.Fprintf(g.stdout, "  … and %d more skipped\n", more)
+		}
+	}
+	return nil
+}
+
+// exportKey resolves the key for an export's origin the way audit verify
+// does: --key pinned, else this host's key file, else none.
+func (c *ImportCmd) exportKey(g *Globals) func(origin string) (string, bool, error) {
+	return func(origin string) (string, bool, error) {
+		if c.Key != "" {
+			_, vkey, err := activity.ReadVerifierKey(c.Key)
+			return vkey, true, err
+		}
+		_, pub := activity.KeyFiles(g.keyDir(), origin)
+		if _, err := os.Stat(pub); err != nil {
+			return "", false, nil
+		}
+		_, vkey, err := activity.ReadVerifierKey(pub)
+		return vkey, false, err
+	}
+}
+
+func formatList() string { return strings.Join(importer.Formats(), ", ") }

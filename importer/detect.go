@@ -1,0 +1,81 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Detect names the format of a file from its first bytes (decompressed):
+// the first line's JSON keys, or the shape of a log line. It never guesses
+// between two formats: content that fits none is an error that lists them.
+func Detect(head []byte) (string, error) {
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	first, _, _ := bytes.Cut(head, []byte("\n"))
+	first = bytes.TrimSpace(first)
+	if len(first) == 0 {
+		rest := bytes.TrimSpace(head)
+		if len(rest) == 0 {
+			return "", fmt.Errorf("the file is empty")
+		}
+		first, _, _ = bytes.Cut(rest, []byte("\n"))
+	}
+	var obj map[string]json.RawMessage
+	if first[0] == '{' && json.Unmarshal(first, &obj) == nil {
+		if name := detectObject(obj); name != "" {
+			return name, nil
+		}
+		return "", fmt.Errorf("the first line is JSON with keys %s, which no format here has; give --format", keys(obj))
+	}
+	for name, re := range linePatterns {
+		if re.Match(first) {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("cannot tell the format from the first line %q; give --format (one of %s)", clip(first, 80), strings.Join(Formats(), ", "))
+}
+
+// detectObject recognises a first line by the keys its format always has.
+func detectObject(obj map[string]json.RawMessage) string {
+	has := func(ks ...string) bool {
+		for _, k := range ks {
+			if _, ok := obj[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("format") && bytes.HasPrefix(obj["format"], []byte(`"mcpdup-export/`)):
+		return "mcpdup"
+	case has("resourceSpans"):
+		return "otlp"
+	case has("seq", "ts", "identity", "session", "channel", "decision", "this_hash"):
+		return "sallyport"
+	}
+	return ""
+}
+
+var linePatterns = map[string]*regexp.Regexp{}
+
+func keys(obj map[string]json.RawMessage) string {
+	ks := make([]string, 0, len(obj))
+	for k := range obj {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	if len(ks) > 8 {
+		ks = append(ks[:8], "…")
+	}
+	return strings.Join(ks, ", ")
+}
+
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

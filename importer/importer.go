@@ -1,0 +1,158 @@
+// Package importer reads activity logs into the activity model: mcpdup's
+// own exports and the logs other systems write. Every imported row keeps
+// its source, file and line; what a source does not record is marked "not
+// recorded" so the analysis says "unknown" instead of guessing. A file is
+// imported whole, in one transaction, or not at all, unless the caller
+// asks to skip bad records.
+package importer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// Options control an import.
+type Options struct {
+	// Format names the format; empty or "auto" detects it from content.
+	Format string
+	// SkipBad skips malformed records instead of refusing the file, and
+	// counts them.
+	SkipBad bool
+	// Progress, if set, is called now and then with the stored bytes read
+	// so far and the file's size.
+	Progress func(done, total int64)
+	// ExportKey returns the key that checks an mcpdup export's signatures
+	// for its origin, and whether the operator pinned it. Nil: the chain
+	// and tree are checked, signatures are not.
+	ExportKey func(origin string) (key string, pinned bool, err error)
+}
+
+// FileReport says what importing one file did.
+type FileReport struct {
+	File            string            `json:"file"`
+	Format          string            `json:"format"`
+	SHA256          string            `json:"sha256"`
+	Source          activity.SourceID `json:"source,omitempty"`
+	AlreadyImported bool              `json:"already_imported"`
+	Lines           int64             `json:"lines"`
+	Records         int64             `json:"records"` // log records the import appended
+	Runs            int64             `json:"runs"`
+	Calls           int64             `json:"calls"`
+	Executions      int64             `json:"executions"`
+	Skipped         int64             `json:"skipped"`
+	Errors          []string          `json:"errors,omitempty"` // the first skipped records, as file:line: reason
+	Note            string            `json:"note,omitempty"`   // what the source does not record, how it was checked
+	DurationMS      int64             `json:"duration_ms"`
+}
+
+// maxReportedErrors is how many skipped records a report lists.
+const maxReportedErrors = 10
+
+// decoder reads one format into the model through a sink.
+type decoder interface {
+	// note says what the format does not record, for the source row.
+	note() string
+	decode(ctx context.Context, in *lines, k *sink) error
+}
+
+// formats maps a format name to a new decoder for one file.
+var formats = map[string]func(path string) decoder{}
+
+// Formats lists the format names --format accepts.
+func Formats() []string {
+	names := make([]string, 0, len(formats))
+	for n := range formats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LineError is a bad record: the file, its line and the field at fault.
+type LineError struct {
+	File  string
+	Line  int64
+	Field string
+	Err   error
+}
+
+func (e *LineError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s:%d: field %s: %v", e.File, e.Line, e.Field, e.Err)
+	}
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Import reads one file into the store. A file already imported (same
+// sha256) adds nothing and says so.
+func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
+	start := time.Now()
+	rep := FileReport{File: path}
+	sum, size, err := fileSum(path)
+	if err != nil {
+		return rep, fmt.Errorf("import %s: %w", path, err)
+	}
+	rep.SHA256 = sum
+	if prior, err := s.SourceBySHA256(ctx, sum); err == nil {
+		rep.AlreadyImported, rep.Source, rep.Format = true, prior.ID, prior.Format
+		rep.Note = fmt.Sprintf("already imported on %s as %s; nothing added", prior.ImportedAt.UTC().Format(time.RFC3339), prior.ID)
+		return rep, nil
+	} else if !errors.Is(err, activity.ErrNotFound) {
+		return rep, fmt.Errorf("import %s: %w", path, err)
+	}
+	rep.Format = opts.Format
+	if rep.Format == "" || rep.Format == "auto" {
+		h, err := head(path, 64<<10)
+		if err != nil {
+			return rep, fmt.Errorf("import %s: %w", path, err)
+		}
+		if rep.Format, err = Detect(h); err != nil {
+			return rep, fmt.Errorf("import %s: %w", path, err)
+		}
+	}
+	newDecoder, ok := formats[rep.Format]
+	if !ok {
+		return rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())
+	}
+	dec := newDecoder(path)
+	in, err := openLines(path)
+	if err != nil {
+		return rep, fmt.Errorf("import %s: %w", path, err)
+	}
+	defer in.Close()
+	_, err = s.Write(ctx, func(w *activity.Writer) error {
+		w.Bulk()
+		k := &sink{w: w, file: path, opts: &opts, skip: opts.SkipBad, rep: &rep, src: activity.NewSourceID(w.Now()),
+			progress: opts.Progress, size: size, in: in}
+		if err := dec.decode(ctx, in, k); err != nil {
+			return err
+		}
+		rep.Lines = in.Line()
+		rep.Note = dec.note()
+		if k.extra != "" {
+			rep.Note += " " + k.extra
+		}
+		src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum,
+			Records: rep.Lines - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
+		if err != nil {
+			return err
+		}
+		rep.Source = src.ID
+		rep.Records = k.records(w)
+		return nil
+	})
+	rep.DurationMS = time.Since(start).Milliseconds()
+	if err != nil {
+		rep.Source = ""
+		return rep, err
+	}
+	return rep, nil
+}

@@ -1,0 +1,142 @@
+package importer
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// maxLine bounds one line (an OTLP batch, a HAR document): past it the
+// file is refused rather than read into memory.
+const maxLine = 256 << 20
+
+// fileSum returns the sha256 of the file as stored (compressed or not):
+// the same file imported twice is recognised before anything is parsed.
+func fileSum(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// lines reads a file line by line, through gzip when the file starts with
+// its magic bytes, counting lines and the stored bytes read so far.
+type lines struct {
+	f      *os.File
+	count  *countingReader
+	gz     *gzip.Reader
+	r      *bufio.Reader
+	line   int64  // number of the line last returned, 1-based
+	buf    []byte // a line longer than the reader's buffer
+	Gzip   bool
+	stored int64
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func openLines(path string) (*lines, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &lines{f: f, count: &countingReader{r: f}}
+	br := bufio.NewReaderSize(l.count, 1<<20)
+	magic, _ := br.Peek(2)
+	if bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: gzip: %w", path, err)
+		}
+		l.gz, l.Gzip = gz, true
+		br = bufio.NewReaderSize(gz, 1<<20)
+	}
+	l.r = br
+	return l, nil
+}
+
+// Close closes the file.
+func (l *lines) Close() error { return l.f.Close() }
+
+// Read is the stored (possibly compressed) bytes consumed so far.
+func (l *lines) Read() int64 { return l.count.n }
+
+// Next returns the next line without its line end (LF or CRLF). The slice
+// is valid until the next call. It returns io.EOF after the last line; a
+// last line without LF is returned normally.
+func (l *lines) Next() ([]byte, error) {
+	line, err := l.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		l.buf = append(l.buf[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(l.buf) > maxLine {
+				return nil, fmt.Errorf("line %d is longer than %d MiB", l.line+1, maxLine>>20)
+			}
+			line, err = l.r.ReadSlice('\n')
+			l.buf = append(l.buf, line...)
+		}
+		line = l.buf
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("line %d: %w", l.line+1, err)
+	}
+	if len(line) == 0 && errors.Is(err, io.EOF) {
+		return nil, io.EOF
+	}
+	l.line++
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	return line, nil
+}
+
+// Line is the number of the line Next returned last.
+func (l *lines) Line() int64 { return l.line }
+
+// Rest reads everything left (for formats that are one JSON document).
+func (l *lines) Rest(limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(l.r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("the document is larger than %d MiB", limit>>20)
+	}
+	return b, nil
+}
+
+// head returns the first bytes of a file after decompression, for format
+// detection.
+func head(path string, n int) ([]byte, error) {
+	l, err := openLines(path)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	b, err := l.r.Peek(n)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
+}

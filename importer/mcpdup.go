@@ -1,0 +1,158 @@
+package importer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+)
+
+func init() {
+	formats["mcpdup"] = func(string) decoder { return &ownExport{} }
+}
+
+// ownExport imports an mcpdup export: the chain is verified first (a
+// separate pass), then every record is applied to this database through
+// the same writer the gateway uses, keeping ids, times and states, with
+// each row's provenance pointing at its line in the export.
+type ownExport struct {
+	verdict string
+}
+
+func (d *ownExport) note() string {
+	return "mcpdup export: " + d.verdict
+}
+
+func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
+	if err := d.verify(k); err != nil {
+		return err
+	}
+	first, err := in.Next()
+	if err != nil {
+		return k.fail(1, err)
+	}
+	var hdr audit.ExportHeader
+	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
+		return &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return k.fail(in.Line(), err)
+		}
+		if bytes.HasPrefix(line, []byte(`{"checkpoint":`)) {
+			continue
+		}
+		if err := d.apply(k, in.Line(), line); err != nil {
+			return err
+		}
+		k.tick()
+	}
+}
+
+// verify checks the whole export before anything is written: an altered
+// log is refused, not imported.
+func (d *ownExport) verify(k *sink) error {
+	in, err := openLines(k.file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	first, err := in.Next()
+	if err != nil {
+		return k.fail(1, err)
+	}
+	var hdr audit.ExportHeader
+	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
+		return &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
+	}
+	var opts audit.Options
+	if k.opts.ExportKey != nil {
+		if opts.Key, opts.KeyPinned, err = k.opts.ExportKey(hdr.Origin); err != nil {
+			return fmt.Errorf("import %s: %w", k.file, err)
+		}
+	}
+	whole := io.MultiReader(bytes.NewReader(append(append([]byte(nil), first...), '\n')), in.r)
+	rep, err := audit.VerifyExport(whole, k.file, opts)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", k.file, err)
+	}
+	if rep.Tampered {
+		first := "tampered"
+		if len(rep.Problems) > 0 {
+			first = rep.Problems[0].Message
+		}
+		return fmt.Errorf("import %s: the export does not verify (%s); an altered log is not imported", k.file, first)
+	}
+	d.verdict = fmt.Sprintf("chain and tree verified over %d records, %d checkpoints", rep.Records, rep.Checkpoints)
+	switch {
+	case rep.Key == "":
+		d.verdict += "; signatures not checked (no key for origin " + rep.Origin + ")"
+	case !rep.KeyPinned:
+		d.verdict += "; signatures checked with this host's key for " + rep.Origin + " (not pinned)"
+	default:
+		d.verdict += "; signatures checked against the pinned key"
+	}
+	if rep.Unsealed > 0 {
+		d.verdict += fmt.Sprintf("; %d records after the last checkpoint are unsigned", rep.Unsealed)
+	}
+	return nil
+}
+
+// apply writes one exported record into this database.
+func (d *ownExport) apply(k *sink, n int64, line []byte) error {
+	rec, err := activity.DecodeRecord(line)
+	if err != nil {
+		return k.bad(n, "", err)
+	}
+	ev, err := rec.Event()
+	if err != nil {
+		return k.bad(n, "data", err)
+	}
+	w, at := k.w, k.at(n)
+	switch v := ev.(type) {
+	case *activity.Source:
+		return nil // the exporting log's own imports: its rows now point here
+	case *activity.Run:
+		v.Source = at
+		_, err = k.run(*v)
+	case *activity.RunEnd:
+		err = w.EndRun(v.RunID, v.At)
+	case *activity.Grant:
+		err = w.AddGrant(*v)
+	case *activity.Call:
+		v.Source = at
+		_, err = k.call(*v)
+	case *activity.Execution:
+		v.Source = at
+		_, err = k.accept(*v)
+	case *activity.Transition:
+		if v.To == activity.StateVerified || v.To == activity.StateRejectedByOperator {
+			return nil // written by the resolution just before it
+		}
+		_, err = w.Transition(*v)
+	case *activity.Resolution:
+		_, err = w.Resolve(*v)
+	case *activity.VaultEvent:
+		err = w.ImportVault(*v)
+	case *activity.Approval:
+		err = w.ImportApproval(*v)
+	default:
+		return k.bad(n, "kind", fmt.Errorf("unknown record kind %s", rec.Kind))
+	}
+	if err != nil {
+		return k.fail(n, fmt.Errorf("record %d (%s): %w", rec.Seq, rec.Kind, err))
+	}
+	return nil
+}

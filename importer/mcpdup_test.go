@@ -1,0 +1,195 @@
+package importer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/activity/audit"
+)
+
+var ctx = context.Background()
+
+func newStore(t testing.TB) *activity.Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// export writes s's log to a file.
+func export(t testing.TB, s *activity.Store, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.Export(ctx, s, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestOwnExportRoundTrip: the scripted incident is exported, imported
+// into a fresh database, and every run, call, execution (with its
+// transitions and state), resolution and approval comes back the same;
+// both logs verify; a second import of the file adds nothing.
+func TestOwnExportRoundTrip(t *testing.T) {
+	orig := newStore(t)
+	ids, err := activitytest.Incident(ctx, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := export(t, orig, "incident.jsonl")
+
+	dst := newStore(t)
+	rep, err := Import(ctx, dst, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Format != "mcpdup" || rep.AlreadyImported || rep.Skipped != 0 || rep.Executions != 8 || rep.Calls == 0 || rep.Runs != 2 {
+		t.Fatalf("report: %+v", rep)
+	}
+	if !strings.Contains(rep.Note, "chain and tree verified") {
+		t.Fatalf("note: %s", rep.Note)
+	}
+	sameModel(t, orig, dst)
+	for _, id := range ids {
+		e, _ := dst.Execution(ctx, id)
+		if e.Source.Source != rep.Source || e.Source.Line < 2 {
+			t.Fatalf("execution %s provenance %+v", id, e.Source)
+		}
+	}
+	if vr, err := audit.VerifyStore(ctx, dst, audit.Options{}); err != nil || vr.Tampered {
+		t.Fatalf("the importing database must verify: %v %+v", err, vr)
+	}
+
+	again, err := Import(ctx, dst, path, Options{})
+	if err != nil || !again.AlreadyImported || again.Source != rep.Source {
+		t.Fatalf("re-import: %+v %v", again, err)
+	}
+	// Imported into the database it came from, the ids collide: refused
+	// whole, nothing written.
+	before, _ := orig.LogSize(ctx)
+	if _, err := Import(ctx, orig, path, Options{}); err == nil || !strings.Contains(err.Error(), "line") {
+		t.Fatalf("importing an export into its own database: %v", err)
+	}
+	if after, _ := orig.LogSize(ctx); after != before {
+		t.Fatalf("a refused import wrote %d records", after-before)
+	}
+}
+
+// sameModel compares what two stores hold, ignoring where rows came from
+// and which log record wrote them.
+func sameModel(t *testing.T, a, b *activity.Store) {
+	t.Helper()
+	ea, _ := a.Executions(ctx, activity.ExecutionFilter{})
+	eb, _ := b.Executions(ctx, activity.ExecutionFilter{})
+	if len(ea) != len(eb) || len(ea) == 0 {
+		t.Fatalf("executions: %d vs %d", len(ea), len(eb))
+	}
+	for i := range ea {
+		x, y := ea[i], eb[i]
+		x.Source, y.Source = activity.Provenance{}, activity.Provenance{}
+		if !reflect.DeepEqual(x, y) {
+			t.Fatalf("execution %s differs:\n%s\n%s", x.ID, js(x), js(y))
+		}
+		tma, _ := a.TransitionsOf(ctx, []activity.ExecutionID{x.ID})
+		tmb, _ := b.TransitionsOf(ctx, []activity.ExecutionID{x.ID})
+		ta, tb := tma[x.ID], tmb[x.ID]
+		if len(ta) != len(tb) {
+			t.Fatalf("execution %s: %d vs %d transitions", x.ID, len(ta), len(tb))
+		}
+		for j := range ta {
+			ta[j].Seq, tb[j].Seq = 0, 0
+			if !reflect.DeepEqual(ta[j], tb[j]) {
+				t.Fatalf("transition differs:\n%s\n%s", js(ta[j]), js(tb[j]))
+			}
+		}
+		ra, _ := a.Resolutions(ctx, x.ID)
+		rb, _ := b.Resolutions(ctx, x.ID)
+		for j := range ra {
+			ra[j].Seq, rb[j].Seq = 0, 0
+		}
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("resolutions differ: %+v %+v", ra, rb)
+		}
+		ca, _ := a.CallsOf(ctx, x.ID)
+		cb, _ := b.CallsOf(ctx, x.ID)
+		if len(ca) != len(cb) {
+			t.Fatalf("calls of %s: %d vs %d", x.ID, len(ca), len(cb))
+		}
+		for j := range ca {
+			ca[j].Seq, cb[j].Seq = 0, 0
+			ca[j].Source, cb[j].Source = activity.Provenance{}, activity.Provenance{}
+			if !reflect.DeepEqual(ca[j], cb[j]) {
+				t.Fatalf("call differs:\n%s\n%s", js(ca[j]), js(cb[j]))
+			}
+		}
+	}
+	runsA, _ := a.Runs(ctx, 0)
+	runsB, _ := b.Runs(ctx, 0)
+	if len(runsA) != len(runsB) {
+		t.Fatalf("runs: %d vs %d", len(runsA), len(runsB))
+	}
+	apA, _ := a.Approvals(ctx, false)
+	apB, _ := b.Approvals(ctx, false)
+	if !reflect.DeepEqual(apA, apB) {
+		t.Fatalf("approvals differ:\n%s\n%s", js(apA), js(apB))
+	}
+}
+
+func js(v any) string {
+	b, _ := json.MarshalIndent(v, "", " ")
+	return string(b)
+}
+
+// TestOwnExportGzipAndTamper: a gzipped export imports the same; an
+// export with one byte changed is refused and nothing is written.
+func TestOwnExportGzipAndTamper(t *testing.T) {
+	orig := newStore(t)
+	if _, err := activitytest.Incident(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	path := export(t, orig, "incident.jsonl")
+	raw, _ := os.ReadFile(path)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	gzPath := filepath.Join(t.TempDir(), "incident.jsonl.gz")
+	os.WriteFile(gzPath, gz.Bytes(), 0o600)
+	dst := newStore(t)
+	rep, err := Import(ctx, dst, gzPath, Options{})
+	if err != nil || rep.Executions != 8 {
+		t.Fatalf("gzip import: %+v %v", rep, err)
+	}
+
+	bad := bytes.Replace(raw, []byte(`"agent:deployer"`), []byte(`"agent:deployeR"`), 1)
+	badPath := filepath.Join(t.TempDir(), "tampered.jsonl")
+	os.WriteFile(badPath, bad, 0o600)
+	other := newStore(t)
+	before, _ := other.LogSize(ctx)
+	if _, err := Import(ctx, other, badPath, Options{SkipBad: true}); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("a tampered export must be refused, even with --skip-bad: %v", err)
+	}
+	if after, _ := other.LogSize(ctx); after != before {
+		t.Fatal("a refused import wrote records")
+	}
+}

@@ -1,0 +1,89 @@
+package importer
+
+import (
+	"fmt"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// sink is where a decoder writes: the transaction's writer, the source's
+// id for provenance, and the file's report. Bad records go through bad,
+// which refuses the file or, with --skip-bad, counts them.
+type sink struct {
+	w        *activity.Writer
+	src      activity.SourceID
+	file     string
+	opts     *Options
+	skip     bool
+	rep      *FileReport
+	extra    string // a decoder's finding for the source note (e.g. a chain check)
+	progress func(done, total int64)
+	size     int64
+	in       *lines
+	ticks    int
+}
+
+// at is the provenance of a line of this file.
+func (k *sink) at(line int64) activity.Provenance {
+	return activity.Provenance{Source: k.src, Line: line}
+}
+
+// bad handles a malformed record: without --skip-bad it is the import's
+// error (naming file, line and field); with it, it is counted and the
+// first few are kept for the report.
+func (k *sink) bad(line int64, field string, err error) error {
+	le := &LineError{File: k.file, Line: line, Field: field, Err: err}
+	if !k.skip {
+		return le
+	}
+	k.rep.Skipped++
+	if len(k.rep.Errors) < maxReportedErrors {
+		k.rep.Errors = append(k.rep.Errors, le.Error())
+	}
+	return nil
+}
+
+// fail wraps an error writing a well-formed record: the model refused it
+// (an impossible state change, an id already in this database). Such a
+// file is never half imported, with or without --skip-bad.
+func (k *sink) fail(line int64, err error) error {
+	return fmt.Errorf("import %s line %d: %w", k.file, line, err)
+}
+
+// tick reports progress every few thousand records.
+func (k *sink) tick() {
+	k.ticks++
+	if k.progress != nil && k.ticks%4096 == 0 {
+		k.progress(k.in.Read(), k.size)
+	}
+}
+
+// records is how many log records the import appended.
+func (k *sink) records(w *activity.Writer) int64 { return w.Appended() }
+
+// run starts a run, counting it.
+func (k *sink) run(r activity.Run) (activity.Run, error) {
+	r, err := k.w.StartRun(r)
+	if err == nil {
+		k.rep.Runs++
+	}
+	return r, err
+}
+
+// call records a call, counting it.
+func (k *sink) call(c activity.Call) (activity.Call, error) {
+	c, err := k.w.RecordCall(c)
+	if err == nil {
+		k.rep.Calls++
+	}
+	return c, err
+}
+
+// accept records an execution, counting it.
+func (k *sink) accept(e activity.Execution) (activity.Execution, error) {
+	e, err := k.w.Accept(e)
+	if err == nil {
+		k.rep.Executions++
+	}
+	return e, err
+}
