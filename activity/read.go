@@ -686,7 +686,7 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 
 // Runs lists agent runs, newest first, at most limit (0: all).
 func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
-	q := `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at FROM runs ORDER BY seq DESC`
+	q := `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, source_id, source_line FROM runs ORDER BY seq DESC`
 	if limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", limit)
 	}
@@ -699,10 +699,12 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		var started string
-		var ended sql.NullString
-		if err := rows.Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended); err != nil {
+		var ended, src sql.NullString
+		var line sql.NullInt64
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &src, &line); err != nil {
 			return nil, err
 		}
+		r.Source = Provenance{SourceID(src.String), line.Int64}
 		if r.StartedAt, err = parseTime(started); err != nil {
 			return nil, err
 		}

@@ -27,6 +27,9 @@ type Options struct {
 	// Progress, if set, is called now and then with the stored bytes read
 	// so far and the file's size.
 	Progress func(done, total int64)
+	// DryRun reads and checks everything, reports what would be
+	// imported, and writes nothing.
+	DryRun bool
 	// ExportKey returns the key that checks an mcpdup export's signatures
 	// for its origin, and whether the operator pinned it. Nil: the chain
 	// and tree are checked, signatures are not.
@@ -50,6 +53,9 @@ type FileReport struct {
 	Note            string            `json:"note,omitempty"`   // what the source does not record, how it was checked
 	DurationMS      int64             `json:"duration_ms"`
 }
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
 
 // maxReportedErrors is how many skipped records a report lists.
 const maxReportedErrors = 10
@@ -147,9 +153,16 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		}
 		rep.Source = src.ID
 		rep.Records = k.records(w)
+		if opts.DryRun {
+			return errDryRun
+		}
 		return nil
 	})
 	rep.DurationMS = time.Since(start).Milliseconds()
+	if errors.Is(err, errDryRun) {
+		rep.Source = ""
+		return rep, nil
+	}
 	if err != nil {
 		rep.Source = ""
 		return rep, err

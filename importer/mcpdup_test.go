@@ -193,3 +193,21 @@ func TestOwnExportGzipAndTamper(t *testing.T) {
 		t.Fatal("a refused import wrote records")
 	}
 }
+
+// TestOwnExportFixture keeps testdata/mcpdup/incident.jsonl (an export of
+// the scripted incident, the fuzzers' seed) importable and verified.
+func TestOwnExportFixture(t *testing.T) {
+	path := filepath.Join("testdata", "mcpdup", "incident.jsonl")
+	if *update {
+		orig := newStore(t)
+		if _, err := activitytest.Incident(ctx, orig); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(export(t, orig, "incident.jsonl"))
+		os.WriteFile(path, b, 0o644)
+	}
+	rep, err := Import(ctx, newStore(t), path, Options{})
+	if err != nil || rep.Executions != 8 || !strings.Contains(rep.Note, "signatures not checked") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}

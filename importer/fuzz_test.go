@@ -1,0 +1,79 @@
+package importer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// fuzzImport runs a dry-run import of data as format into one store per
+// fuzzing process: it must never panic, never write, and account for
+// every line it read.
+func fuzzImport(f *testing.F, format string) {
+	dir, err := os.MkdirTemp("", "mcpdup-fuzz-")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { os.RemoveAll(dir) })
+	s, err := activity.Open(ctx, filepath.Join(dir, "f.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	path := filepath.Join(dir, "input")
+	f.Fuzz(func(t *testing.T, data []byte, skip bool) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := s.LogSize(ctx)
+		rep, err := Import(ctx, s, path, Options{Format: format, SkipBad: skip, DryRun: true})
+		if after, _ := s.LogSize(ctx); after != before {
+			t.Fatalf("a dry run wrote %d records", after-before)
+		}
+		if err == nil && (rep.Skipped > rep.Lines || (!skip && rep.Skipped > 0)) {
+			t.Fatalf("report does not add up: %+v", rep)
+		}
+	})
+}
+
+func addLines(f *testing.F, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, false)
+	lines := strings.SplitAfter(string(b), "\n")
+	for i := 0; i+3 <= len(lines); i += 3 {
+		f.Add([]byte(strings.Join(lines[i:i+3], "")), true)
+	}
+}
+
+func FuzzSallyport(f *testing.F) {
+	addLines(f, "testdata/sallyport/activity.jsonl")
+	fuzzImport(f, "sallyport")
+}
+
+func FuzzOwnExport(f *testing.F) {
+	addLines(f, "testdata/mcpdup/incident.jsonl")
+	fuzzImport(f, "mcpdup")
+}
+
+// FuzzDetect: detection never panics and names only known formats.
+func FuzzDetect(f *testing.F) {
+	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl"} {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Add([]byte("read: {\"jsonrpc\":\"2.0\"}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		name, err := Detect(data)
+		if err == nil {
+			if _, ok := formats[name]; !ok {
+				t.Fatalf("Detect named %q, which is not a format", name)
+			}
+		}
+	})
+}

@@ -1,0 +1,111 @@
+package importer
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBadInput: a malformed record refuses the whole file and the error
+// names the file, the line and the field; --skip-bad imports the rest and
+// counts what it skipped, listing the first as file:line: reason.
+func TestBadInput(t *testing.T) {
+	good, err := os.ReadFile("testdata/sallyport/activity.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	cases := []struct {
+		name, field string
+		line        int
+		edit        func([]string) []string
+	}{
+		{"not json", "", 5, func(l []string) []string { l[4] = "{\"seq\":5,\"ts\":\n"; return l }},
+		{"bad time", "ts", 3, func(l []string) []string {
+			l[2] = strings.Replace(l[2], `"ts":"2026-11-30T09:00:00.352Z"`, `"ts":"yesterday"`, 1)
+			return l
+		}},
+		{"missing tool", "tool", 7, func(l []string) []string {
+			l[6] = strings.Replace(l[6], `"tool":"http.request"`, `"tool":""`, 1)
+			return l
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, "activity.jsonl", []byte(strings.Join(c.edit(append([]string(nil), lines...)), "")))
+			s := newStore(t)
+			before, _ := s.LogSize(ctx)
+			_, err := Import(ctx, s, path, Options{})
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != int64(c.line) || le.Field != c.field || le.File != path {
+				t.Fatalf("error %v (%+v), want line %d field %q", err, le, c.line, c.field)
+			}
+			if !strings.Contains(err.Error(), path+":") {
+				t.Fatalf("the message must name the file: %v", err)
+			}
+			if after, _ := s.LogSize(ctx); after != before {
+				t.Fatalf("a refused file wrote %d records", after-before)
+			}
+			rep, err := Import(ctx, s, path, Options{SkipBad: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Skipped != 1 || len(rep.Errors) != 1 || !strings.HasPrefix(rep.Errors[0], path+":") || rep.Executions == 0 {
+				t.Fatalf("skip: %+v", rep)
+			}
+			src, _ := s.SourceBySHA256(ctx, rep.SHA256)
+			if src.Skipped != 1 {
+				t.Fatalf("the source row must count the skipped record: %+v", src)
+			}
+		})
+	}
+}
+
+// TestSallyportChainBreak: a row removed from the middle breaks the
+// prev_hash links, which refuses the file.
+func TestSallyportChainBreak(t *testing.T) {
+	good, _ := os.ReadFile("testdata/sallyport/activity.jsonl")
+	lines := strings.SplitAfter(string(good), "\n")
+	cut := append(append([]string(nil), lines[:7]...), lines[8:]...)
+	path := writeFile(t, "activity.jsonl", []byte(strings.Join(cut, "")))
+	_, err := Import(ctx, newStore(t), path, Options{})
+	var le *LineError
+	if !errors.As(err, &le) || le.Field != "prev_hash" || le.Line != 8 {
+		t.Fatalf("a removed row: %v", err)
+	}
+}
+
+// TestDetect names each fixture's format from its content and refuses to
+// guess for anything else.
+func TestDetect(t *testing.T) {
+	for path, want := range map[string]string{
+		"testdata/sallyport/activity.jsonl": "sallyport",
+	} {
+		h, err := head(path, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Detect(h); got != want || err != nil {
+			t.Errorf("%s: %q %v, want %s", path, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "\n\n", "hello world\n", `{"a":1}` + "\n", "[1,2]\n"} {
+		if got, err := Detect([]byte(bad)); err == nil {
+			t.Errorf("Detect(%q) = %s, want an error", bad, got)
+		}
+	}
+	if _, err := Import(ctx, newStore(t), writeFile(t, "x.log", []byte("hello\n")), Options{}); err == nil || !strings.Contains(err.Error(), "--format") {
+		t.Errorf("an unknown file must say how to name its format: %v", err)
+	}
+}
