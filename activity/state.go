@@ -135,3 +135,17 @@ func illegalReason(from, to State) string {
 	}
 	return fmt.Sprintf("%s may only move to %v", from, transitions[from])
 }
+
+// StateForHTTPStatus is what an HTTP target's status code says about an
+// action, the same for the gateway and for imported logs: 2xx it acted;
+// 502 and 504 come from an intermediary that lost the upstream answer, so
+// it may or may not have; anything else is the target refusing.
+func StateForHTTPStatus(code int) (State, string) {
+	switch {
+	case code >= 200 && code < 300:
+		return StateSucceeded, ""
+	case code == 502 || code == 504:
+		return StateUnknown, fmt.Sprintf("an intermediary answered %d: the target may have acted", code)
+	}
+	return StateFailed, fmt.Sprintf("the target answered %d", code)
+}

@@ -167,6 +167,9 @@ func (s *Store) openPools() error {
 		// FULL: a commit is on disk when Exec returns. The gateway relies on
 		// "dispatched" being durable before the first byte goes out.
 		q.Add("_pragma", "synchronous(FULL)")
+		// 32 MB of page cache: a long import transaction otherwise spills
+		// dirty pages to the WAL long before it commits.
+		q.Add("_pragma", "cache_size(-32768)")
 		// Checkpoints run on their own connection (checkpointLoop) so a
 		// commit never waits for the WAL to be copied into the database.
 		q.Add("_pragma", "wal_autocheckpoint(0)")

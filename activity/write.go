@@ -40,6 +40,8 @@ type Writer struct {
 	bulk     bool
 	runsSeen map[RunID]bool
 	appended int64
+	dirty    []*execEntry         // cached executions whose row flush must write
+	txStmts  map[string]*sql.Stmt // bulk: statements prepared on this transaction
 }
 
 // Appended is how many records this writer has appended.
@@ -260,6 +262,10 @@ func (w *Writer) Records() []Record { return w.records }
 func (w *Writer) Now() time.Time { return w.now }
 
 func (w *Writer) exec(query string, args ...any) error {
+	if stmt := w.txStmt(query); stmt != nil {
+		_, err := stmt.ExecContext(w.ctx, args...)
+		return err
+	}
 	if stmt := w.s.prepared(query); stmt != nil {
 		_, err := w.tx.StmtContext(w.ctx, stmt).ExecContext(w.ctx, args...)
 		return err
@@ -269,10 +275,34 @@ func (w *Writer) exec(query string, args ...any) error {
 }
 
 func (w *Writer) queryRow(query string, args ...any) *sql.Row {
+	if stmt := w.txStmt(query); stmt != nil {
+		return stmt.QueryRowContext(w.ctx, args...)
+	}
 	if stmt := w.s.prepared(query); stmt != nil {
 		return w.tx.StmtContext(w.ctx, stmt).QueryRowContext(w.ctx, args...)
 	}
 	return w.tx.QueryRowContext(w.ctx, query, args...)
+}
+
+// txStmt returns, for a bulk writer, query prepared on its transaction:
+// one import is one long transaction, and re-parsing SQL for every record
+// would cost more than the inserts. Others get nil.
+func (w *Writer) txStmt(query string) *sql.Stmt {
+	if !w.bulk {
+		return nil
+	}
+	if st, ok := w.txStmts[query]; ok {
+		return st
+	}
+	st, err := w.tx.PrepareContext(w.ctx, query)
+	if err != nil {
+		return nil // run it unprepared; the error shows there
+	}
+	if w.txStmts == nil {
+		w.txStmts = map[string]*sql.Stmt{}
+	}
+	w.txStmts[query] = st
+	return st
 }
 
 // prepared returns the writer connection's prepared statement for query,
@@ -617,13 +647,16 @@ func (w *Writer) cache(e Execution, dirty bool, seq int64) {
 		w.execs[e.ID] = ent
 	}
 	ent.e, ent.seq = e, seq
-	ent.dirty = ent.dirty || dirty
+	if dirty && !ent.dirty {
+		ent.dirty = true
+		w.dirty = append(w.dirty, ent)
+	}
 }
 
 // flush writes the projection rows of executions changed in this
 // transaction: several transitions of one execution cost one UPDATE.
 func (w *Writer) flush() error {
-	for _, ent := range w.execs {
+	for _, ent := range w.dirty {
 		if !ent.dirty {
 			continue
 		}
@@ -638,6 +671,7 @@ func (w *Writer) flush() error {
 		}
 		ent.dirty = false
 	}
+	w.dirty = w.dirty[:0]
 	if w.bulk && len(w.execs) > maxBulkCache {
 		for id, ent := range w.execs {
 			if !ent.dirty {

@@ -163,10 +163,9 @@ func classifyStatus(resp *http.Response, body []byte, prefix string) (activity.S
 		return activity.StateSucceeded, strings.TrimSuffix(prefix, "; ")
 	case code == http.StatusConflict && bytes.Contains(bytes.ToLower(body), []byte("idempotency")):
 		return activity.StateUnknown, prefix + "the target reports this Idempotency-Key is still being processed (409)"
-	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
-		return activity.StateUnknown, fmt.Sprintf("%san intermediary answered %d: the target may have acted", prefix, code)
 	}
-	return activity.StateFailed, fmt.Sprintf("%sthe target answered %d", prefix, code)
+	st, why := activity.StateForHTTPStatus(code)
+	return st, prefix + why
 }
 
 // httpResult renders the target's answer as an MCP tool result.

@@ -30,6 +30,12 @@ func Detect(head []byte) (string, error) {
 		}
 		return "", fmt.Errorf("the first line is JSON with keys %s, which no format here has; give --format", keys(obj))
 	}
+	if first[0] == '{' {
+		// One pretty-printed document: look for its format's key near the top.
+		if bytes.Contains(head, []byte(`"resourceSpans"`)) {
+			return "otlp", nil
+		}
+	}
 	for name, re := range linePatterns {
 		if re.Match(first) {
 			return name, nil

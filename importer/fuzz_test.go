@@ -61,9 +61,14 @@ func FuzzOwnExport(f *testing.F) {
 	fuzzImport(f, "mcpdup")
 }
 
+func FuzzOTLP(f *testing.F) {
+	addLines(f, "testdata/otlp/traces.jsonl")
+	fuzzImport(f, "otlp")
+}
+
 // FuzzDetect: detection never panics and names only known formats.
 func FuzzDetect(f *testing.F) {
-	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl"} {
+	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl"} {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}

@@ -20,6 +20,7 @@ import (
 func TestGoldenFormats(t *testing.T) {
 	for _, c := range []struct{ format, file string }{
 		{"sallyport", "testdata/sallyport/activity.jsonl"},
+		{"otlp", "testdata/otlp/traces.jsonl"},
 	} {
 		t.Run(c.format, func(t *testing.T) {
 			s := newStore(t)

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -91,6 +92,8 @@ func TestSallyportChainBreak(t *testing.T) {
 func TestDetect(t *testing.T) {
 	for path, want := range map[string]string{
 		"testdata/sallyport/activity.jsonl": "sallyport",
+		"testdata/otlp/traces.jsonl":        "otlp",
+		"testdata/mcpdup/incident.jsonl":    "mcpdup",
 	} {
 		h, err := head(path, 64<<10)
 		if err != nil {
@@ -107,5 +110,37 @@ func TestDetect(t *testing.T) {
 	}
 	if _, err := Import(ctx, newStore(t), writeFile(t, "x.log", []byte("hello\n")), Options{}); err == nil || !strings.Contains(err.Error(), "--format") {
 		t.Errorf("an unknown file must say how to name its format: %v", err)
+	}
+}
+
+// TestOTLPBadInput: a span with a malformed id or time names the field;
+// a pretty-printed single document imports like JSON Lines.
+func TestOTLPBadInput(t *testing.T) {
+	good, _ := os.ReadFile("testdata/otlp/traces.jsonl")
+	for _, c := range []struct{ from, to, field string }{
+		{`"spanId":"00f067aa0ba9020c"`, `"spanId":"not-an-id"`, "spanId"},
+		{`"kind":2,"startTimeUnixNano":"`, `"kind":"SPAN_KIND_BOGUS","startTimeUnixNano":"`, "kind"},
+		{`"endTimeUnixNano":"1796032831000000000"`, `"endTimeUnixNano":"soon"`, "endTimeUnixNano"},
+	} {
+		bad := strings.Replace(string(good), c.from, c.to, 1)
+		if bad == string(good) {
+			t.Fatalf("fixture has no %s", c.from)
+		}
+		_, err := Import(ctx, newStore(t), writeFile(t, "traces.jsonl", []byte(bad)), Options{})
+		var le *LineError
+		if !errors.As(err, &le) || le.Field != c.field || le.Line != 1 {
+			t.Errorf("%s: %v", c.field, err)
+		}
+	}
+	// One document, indented, as an OTLP/HTTP JSON body saved to a file.
+	var doc map[string]any
+	first, _, _ := strings.Cut(string(good), "\n")
+	if err := json.Unmarshal([]byte(first), &doc); err != nil {
+		t.Fatal(err)
+	}
+	pretty, _ := json.MarshalIndent(doc, "", "  ")
+	rep, err := Import(ctx, newStore(t), writeFile(t, "body.json", pretty), Options{})
+	if err != nil || rep.Format != "otlp" || rep.Calls == 0 {
+		t.Fatalf("a single document: %+v %v", rep, err)
 	}
 }

@@ -40,25 +40,72 @@ func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
 	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
 		return &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
 	}
-	for {
+	// Reading and decoding run ahead of the writer on another goroutine:
+	// on two cores the JSON work and the SQLite work overlap.
+	batches := make(chan []parsed, 8)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(batches)
+		batch := make([]parsed, 0, 256)
+		send := func() bool {
+			select {
+			case batches <- batch:
+				batch = make([]parsed, 0, 256)
+				return true
+			case <-done:
+				return false
+			}
+		}
+		for {
+			line, err := in.Next()
+			if errors.Is(err, io.EOF) {
+				send()
+				return
+			}
+			p := parsed{line: in.Line()}
+			switch {
+			case err != nil:
+				p.ioErr = err
+			case bytes.HasPrefix(line, []byte(`{"checkpoint":`)):
+				continue
+			default:
+				p.rec, p.err = activity.ParseRecord(line)
+				if p.err == nil {
+					p.ev, p.evErr = p.rec.Event()
+				}
+			}
+			batch = append(batch, p)
+			if (len(batch) == cap(batch) || err != nil) && !send() {
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for batch := range batches {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		line, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+		for _, p := range batch {
+			if err := d.apply(k, p); err != nil {
+				return err
+			}
+			k.tick()
 		}
-		if err != nil {
-			return k.fail(in.Line(), err)
-		}
-		if bytes.HasPrefix(line, []byte(`{"checkpoint":`)) {
-			continue
-		}
-		if err := d.apply(k, in.Line(), line); err != nil {
-			return err
-		}
-		k.tick()
 	}
+	return nil
+}
+
+// parsed is one export line, decoded ahead of the writer.
+type parsed struct {
+	line  int64
+	rec   activity.Record
+	ev    any
+	ioErr error // reading the file
+	err   error // the envelope
+	evErr error // the record's data
 }
 
 // verify checks the whole export before anything is written: an altered
@@ -104,22 +151,27 @@ func (d *ownExport) verify(k *sink) error {
 	default:
 		d.verdict += "; signatures checked against the pinned key"
 	}
-	if rep.Unsealed > 0 {
+	if rep.Key != "" && rep.Unsealed > 0 {
 		d.verdict += fmt.Sprintf("; %d records after the last checkpoint are unsigned", rep.Unsealed)
 	}
 	return nil
 }
 
-// apply writes one exported record into this database.
-func (d *ownExport) apply(k *sink, n int64, line []byte) error {
-	rec, err := activity.DecodeRecord(line)
-	if err != nil {
-		return k.bad(n, "", err)
+// apply writes one exported record into this database. The first pass
+// verified every record's bytes against the chain, so the envelope was
+// read without re-encoding it.
+func (d *ownExport) apply(k *sink, p parsed) error {
+	n, rec, ev := p.line, p.rec, p.ev
+	if p.ioErr != nil {
+		return k.fail(n, p.ioErr)
 	}
-	ev, err := rec.Event()
-	if err != nil {
-		return k.bad(n, "data", err)
+	if p.err != nil {
+		return k.bad(n, "", p.err)
 	}
+	if p.evErr != nil {
+		return k.bad(n, "data", p.evErr)
+	}
+	var err error
 	w, at := k.w, k.at(n)
 	switch v := ev.(type) {
 	case *activity.Source:

@@ -1,0 +1,451 @@
+package importer
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+func init() {
+	formats["otlp"] = func(string) decoder { return &otlp{} }
+}
+
+// OTLP/JSON (the OTLP spec's JSON encoding; the collector's file exporter
+// writes one TracesData per line). Ids are hex (base64 tolerated), enums
+// are integers (their names tolerated), 64-bit integers are strings
+// (numbers tolerated), unknown fields are ignored.
+type otlpDoc struct {
+	ResourceSpans []struct {
+		Resource struct {
+			Attributes []otlpKV `json:"attributes"`
+		} `json:"resource"`
+		ScopeSpans                  []otlpScope `json:"scopeSpans"`
+		InstrumentationLibrarySpans []otlpScope `json:"instrumentationLibrarySpans"` // before OTLP 0.15
+	} `json:"resourceSpans"`
+}
+
+type otlpScope struct {
+	Spans []otlpSpan `json:"spans"`
+}
+
+type otlpSpan struct {
+	TraceID      string          `json:"traceId"`
+	SpanID       string          `json:"spanId"`
+	ParentSpanID string          `json:"parentSpanId"`
+	Name         string          `json:"name"`
+	Kind         json.RawMessage `json:"kind"`
+	Start        json.RawMessage `json:"startTimeUnixNano"`
+	End          json.RawMessage `json:"endTimeUnixNano"`
+	Attributes   []otlpKV        `json:"attributes"`
+	Status       struct {
+		Code    json.RawMessage `json:"code"`
+		Message string          `json:"message"`
+	} `json:"status"`
+}
+
+type otlpKV struct {
+	Key   string    `json:"key"`
+	Value otlpValue `json:"value"`
+}
+
+type otlpValue struct {
+	StringValue *string         `json:"stringValue"`
+	BoolValue   *bool           `json:"boolValue"`
+	IntValue    json.RawMessage `json:"intValue"`
+	DoubleValue *float64        `json:"doubleValue"`
+	BytesValue  *string         `json:"bytesValue"`
+	ArrayValue  *struct {
+		Values []otlpValue `json:"values"`
+	} `json:"arrayValue"`
+	KvlistValue *struct {
+		Values []otlpKV `json:"values"`
+	} `json:"kvlistValue"`
+}
+
+// text renders a value as a string: strings as is, arrays by their first
+// element (HTTP header attributes are string arrays).
+func (v otlpValue) text() string {
+	switch {
+	case v.StringValue != nil:
+		return *v.StringValue
+	case v.BoolValue != nil:
+		return strconv.FormatBool(*v.BoolValue)
+	case len(v.IntValue) > 0:
+		return strings.Trim(string(v.IntValue), `"`)
+	case v.DoubleValue != nil:
+		return strconv.FormatFloat(*v.DoubleValue, 'g', -1, 64)
+	case v.ArrayValue != nil && len(v.ArrayValue.Values) > 0:
+		return v.ArrayValue.Values[0].text()
+	case v.KvlistValue != nil:
+		return string(v.json())
+	}
+	return ""
+}
+
+// json renders a value as JSON (for arguments recorded as a kvlist).
+func (v otlpValue) json() []byte {
+	var conv func(otlpValue) any
+	conv = func(v otlpValue) any {
+		switch {
+		case v.KvlistValue != nil:
+			m := map[string]any{}
+			for _, kv := range v.KvlistValue.Values {
+				m[kv.Key] = conv(kv.Value)
+			}
+			return m
+		case v.ArrayValue != nil:
+			a := []any{}
+			for _, x := range v.ArrayValue.Values {
+				a = append(a, conv(x))
+			}
+			return a
+		case v.BoolValue != nil:
+			return *v.BoolValue
+		case len(v.IntValue) > 0:
+			return json.Number(strings.Trim(string(v.IntValue), `"`))
+		case v.DoubleValue != nil:
+			return *v.DoubleValue
+		case v.StringValue != nil:
+			return *v.StringValue
+		}
+		return nil
+	}
+	b, _ := json.Marshal(conv(v))
+	return b
+}
+
+// span is an OTLP span reduced to what the model needs.
+type span struct {
+	trace, id, parent string
+	name              string
+	kind              int // 1 internal, 2 server, 3 client
+	start, end        time.Time
+	attrs             map[string]otlpValue
+	res               map[string]string // resource attributes
+	statusErr         bool
+	statusMsg         string
+	line              int64
+}
+
+func (s *span) attr(keys ...string) string {
+	for _, k := range keys {
+		if v, ok := s.attrs[k]; ok {
+			if t := v.text(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+const (
+	kindInternal = 1
+	kindServer   = 2
+	kindClient   = 3
+)
+
+// otlp imports OTLP/JSON traces of MCP tool calls: an MCP server span
+// (mcp.method.name tools/call; aliases mcp.tool.call, execute_tool) is a
+// call and its execution; the HTTP client spans under it are the
+// dispatches, with their status codes, errors, resend counts and
+// Idempotency-Key headers; process spans give exit codes; an MCP client
+// span above it shows whether the agent got the result. Spans are grouped
+// by trace; a trace is complete once no span of it has appeared for
+// otlpLookback lines, or at the end of the file.
+type otlp struct {
+	traces   map[string]*otlpTrace
+	runs     map[string]activity.RunID
+	spans    int64
+	calls    int64
+	noArgs   int64
+	noServer int64 // client spans with no server span: the agent's view only
+	other    int64 // spans that are not part of a tool call
+}
+
+type otlpTrace struct {
+	spans []*span
+	last  int64
+}
+
+// otlpLookback is how many lines a trace may stay open after its last
+// span: the file exporter writes a batch per line and a trace's spans come
+// in a few batches.
+const otlpLookback = 64
+
+func (d *otlp) note() string {
+	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
+		"Authorization is not in the MCP semantic conventions: not recorded. Delivery is known only where an MCP client span of the same trace shows the agent's side. "+
+		"%d calls have no recorded arguments (gen_ai.tool.call.arguments is opt-in): calls of one tool to one target are then taken for one effect.",
+		d.spans, d.calls, d.noServer, d.other, d.noArgs)
+}
+
+func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
+	d.traces, d.runs = map[string]*otlpTrace{}, map[string]activity.RunID{}
+	single := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return k.fail(in.Line(), err)
+		}
+		n := in.Line()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		if n == 1 && strings.TrimSpace(string(line)) == "{" {
+			// One pretty-printed document rather than JSON Lines.
+			rest, err := in.Rest(maxLine)
+			if err != nil {
+				return k.fail(n, err)
+			}
+			line, single = append(append([]byte(nil), line...), rest...), true
+		}
+		var doc otlpDoc
+		if err := json.Unmarshal(line, &doc); err != nil {
+			if err := k.bad(n, "", fmt.Errorf("not an OTLP/JSON TracesData object: %w", err)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.add(k, n, &doc); err != nil {
+			return err
+		}
+		if err := d.flush(k, n-otlpLookback); err != nil {
+			return err
+		}
+		k.tick()
+		if single {
+			break
+		}
+	}
+	return d.flush(k, 1<<62)
+}
+
+// add reads a line's spans into their traces.
+func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
+	for _, rs := range doc.ResourceSpans {
+		res := map[string]string{}
+		for _, kv := range rs.Resource.Attributes {
+			res[kv.Key] = kv.Value.text()
+		}
+		for _, sc := range append(rs.ScopeSpans, rs.InstrumentationLibrarySpans...) {
+			for i := range sc.Spans {
+				sp, field, err := readSpan(&sc.Spans[i], res, n)
+				if err != nil {
+					if err := k.bad(n, field, err); err != nil {
+						return err
+					}
+					continue
+				}
+				d.spans++
+				t := d.traces[sp.trace]
+				if t == nil {
+					t = &otlpTrace{}
+					d.traces[sp.trace] = t
+				}
+				t.spans, t.last = append(t.spans, sp), n
+			}
+		}
+	}
+	return nil
+}
+
+func readSpan(raw *otlpSpan, res map[string]string, n int64) (*span, string, error) {
+	sp := &span{name: raw.Name, res: res, line: n, attrs: make(map[string]otlpValue, len(raw.Attributes)), statusMsg: raw.Status.Message}
+	var err error
+	if sp.trace, err = otlpID(raw.TraceID, 16); err != nil {
+		return nil, "traceId", err
+	}
+	if sp.id, err = otlpID(raw.SpanID, 8); err != nil {
+		return nil, "spanId", err
+	}
+	if raw.ParentSpanID != "" {
+		if sp.parent, err = otlpID(raw.ParentSpanID, 8); err != nil {
+			return nil, "parentSpanId", err
+		}
+	}
+	if sp.kind, err = otlpEnum(raw.Kind, "SPAN_KIND_", []string{"UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"}); err != nil {
+		return nil, "kind", err
+	}
+	code, err := otlpEnum(raw.Status.Code, "STATUS_CODE_", []string{"UNSET", "OK", "ERROR"})
+	if err != nil {
+		return nil, "status.code", err
+	}
+	sp.statusErr = code == 2
+	if sp.start, err = otlpTime(raw.Start); err != nil {
+		return nil, "startTimeUnixNano", err
+	}
+	if sp.end, err = otlpTime(raw.End); err != nil {
+		return nil, "endTimeUnixNano", err
+	}
+	for _, kv := range raw.Attributes {
+		sp.attrs[kv.Key] = kv.Value
+	}
+	return sp, "", nil
+}
+
+// otlpID reads a trace or span id: hex as the spec says, or base64 as some
+// exporters write it; returned as lower-case hex.
+func otlpID(s string, size int) (string, error) {
+	if len(s) == 2*size {
+		if b, err := hex.DecodeString(s); err == nil {
+			return hex.EncodeToString(b), nil
+		}
+	}
+	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == size {
+		return hex.EncodeToString(b), nil
+	}
+	return "", fmt.Errorf("%q is not a %d-byte id in hex (or base64)", s, size)
+}
+
+// otlpEnum reads an enum: an integer, or its name with or without prefix.
+func otlpEnum(raw json.RawMessage, prefix string, names []string) (int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf("%s is neither a number nor a name", raw)
+	}
+	for i, name := range names {
+		if s == name || s == prefix+name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown value %q", s)
+}
+
+// otlpTime reads nanoseconds since the epoch, as a string or a number.
+func otlpTime(raw json.RawMessage) (time.Time, error) {
+	s := strings.Trim(string(raw), `"`)
+	if s == "" || s == "0" {
+		return time.Time{}, errors.New("missing")
+	}
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s is not nanoseconds since the epoch", raw)
+	}
+	return time.Unix(0, ns).UTC(), nil
+}
+
+// flush writes every trace whose last span came at or before line upTo,
+// oldest first.
+func (d *otlp) flush(k *sink, upTo int64) error {
+	var done []*otlpTrace
+	for id, t := range d.traces {
+		if t.last <= upTo {
+			done = append(done, t)
+			delete(d.traces, id)
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return earliest(done[i]).Before(earliest(done[j])) })
+	for _, t := range done {
+		if err := d.trace(k, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func earliest(t *otlpTrace) time.Time {
+	min := t.spans[0].start
+	for _, s := range t.spans {
+		if s.start.Before(min) {
+			min = s.start
+		}
+	}
+	return min
+}
+
+func isToolServer(s *span) bool {
+	if s.kind == kindClient {
+		return false
+	}
+	m := s.attr("mcp.method.name")
+	return m == "tools/call" || s.name == "mcp.tool.call" || (m == "" && s.attr("gen_ai.operation.name") == "execute_tool")
+}
+
+func isToolClient(s *span) bool {
+	return s.kind == kindClient && s.attr("mcp.method.name") == "tools/call"
+}
+
+func isHTTPClient(s *span) bool {
+	return s.kind == kindClient && s.attr("http.request.method", "http.method") != ""
+}
+
+func isProcess(s *span) bool {
+	_, ok := s.attrs["process.exit.code"]
+	return ok
+}
+
+// trace turns one trace's spans into calls and executions.
+func (d *otlp) trace(k *sink, t *otlpTrace) error {
+	byID := map[string]*span{}
+	for _, s := range t.spans {
+		byID[s.id] = s
+	}
+	// under reports whether s descends from anc.
+	under := func(s, anc *span) bool {
+		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
+			if p == anc {
+				return true
+			}
+		}
+		return false
+	}
+	sort.SliceStable(t.spans, func(i, j int) bool { return t.spans[i].start.Before(t.spans[j].start) })
+	used := map[*span]bool{}
+	for _, srv := range t.spans {
+		if !isToolServer(srv) {
+			continue
+		}
+		used[srv] = true
+		var client *span
+		var work []*span
+		for _, s := range t.spans {
+			switch {
+			case isToolClient(s) && under(srv, s):
+				client = s
+				used[s] = true
+			case (isHTTPClient(s) || isProcess(s)) && under(s, srv):
+				work = append(work, s)
+				used[s] = true
+			}
+		}
+		if err := d.toolCall(k, srv, client, work); err != nil {
+			return err
+		}
+	}
+	for _, s := range t.spans {
+		switch {
+		case used[s]:
+		case isToolClient(s):
+			d.noServer++
+			if err := d.toolCall(k, nil, s, nil); err != nil {
+				return err
+			}
+		default:
+			d.other++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package importer
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/canon"
+)
+
+// toolCall writes one tools/call: the server span srv (nil when only the
+// agent's side was traced), the agent's client span (nil when not
+// traced) and the dispatch spans under srv, oldest first.
+func (d *otlp) toolCall(k *sink, srv, client *span, work []*span) error {
+	base := srv
+	if base == nil {
+		base = client
+	}
+	tool := base.attr("gen_ai.tool.name", "mcp.tool.name")
+	if tool == "" {
+		for _, p := range []string{"tools/call ", "execute_tool "} {
+			if rest, ok := strings.CutPrefix(base.name, p); ok {
+				tool = rest
+			}
+		}
+	}
+	if tool == "" {
+		return k.bad(base.line, "gen_ai.tool.name", fmt.Errorf("span %s is a tools/call with no tool name", base.id))
+	}
+	args, err := d.arguments(base)
+	if err != nil {
+		return k.bad(base.line, "gen_ai.tool.call.arguments", err)
+	}
+	d.calls++
+	actor := otlpActor(srv, client)
+	run, err := d.run(k, base, client, actor)
+	if err != nil {
+		return err
+	}
+	notRecorded := []activity.Fact{activity.FactAuthorization, activity.FactFingerprint}
+	if client == nil {
+		notRecorded = append(notRecorded, activity.FactDelivery)
+	}
+	if run == "" {
+		notRecorded = append(notRecorded, activity.FactRunIdentity)
+	}
+	if srv == nil || len(work) == 0 {
+		notRecorded = append(notRecorded, activity.FactDispatch)
+	}
+	call := activity.Call{RunID: run, Actor: actor, Method: "tools/call", Tool: tool, ReceivedAt: base.start, Arguments: args,
+		Disposition: activity.DispositionNewExecution, Source: k.at(base.line)}
+	if id := base.attr("jsonrpc.request.id", "mcp.request.id"); id != "" {
+		call.JSONRPCID = activity.Some(id)
+	}
+	if sid := base.attr("mcp.session.id"); sid != "" {
+		call.SessionID = activity.Some(sid)
+	}
+	if v := base.attr("mcp.protocol.version"); v != "" {
+		call.ProtocolVersion = activity.Some(v)
+	}
+	ex := otlpExec{d: d, k: k, call: call, tool: tool, args: args, run: run, actor: actor, notRecorded: notRecorded, srv: srv}
+	if len(work) == 0 {
+		if err := ex.withoutDispatch(base); err != nil {
+			return err
+		}
+	}
+	for i, w := range work {
+		if err := ex.dispatch(w, i); err != nil {
+			return err
+		}
+	}
+	if client != nil {
+		return ex.deliver(client)
+	}
+	return nil
+}
+
+// otlpExec builds the executions of one tools/call.
+type otlpExec struct {
+	d           *otlp
+	k           *sink
+	call        activity.Call
+	tool, actor string
+	args        json.RawMessage
+	run         activity.RunID
+	notRecorded []activity.Fact
+	srv         *span
+	cur         activity.Execution // the latest execution
+	key         string             // its Idempotency-Key
+	n           int                // executions so far
+}
+
+// start records a call and a new execution for it, accepted when the
+// tools/call arrived. The second and later executions of one call get a
+// call record of their own, saying the server resent the action.
+func (x *otlpExec) start(ch activity.Channel, target, method, key string, line int64) error {
+	c := x.call
+	c.ID = ""
+	id := activity.NewExecutionID(c.ReceivedAt)
+	c.ExecutionID = id
+	if x.n > 0 {
+		c.Reason = fmt.Sprintf("sent again by %s within one tools/call (dispatch %d)", firstOf(x.srv.res["service.name"], "the server"), x.n+1)
+	}
+	c.Source = x.k.at(line)
+	c, err := x.k.call(c)
+	if err != nil {
+		return x.k.fail(line, err)
+	}
+	contract := activity.ContractBlockedAfterUnknown
+	switch {
+	case method == "GET" || method == "HEAD" || method == "OPTIONS":
+		contract = activity.ContractReadOnly
+	case key != "":
+		contract = activity.ContractRepeatableWithKey
+	}
+	nr := x.notRecorded
+	e := activity.Execution{ID: id, Action: activity.Action{Actor: x.actor, Tool: x.tool, Channel: ch, Target: target, Method: method, Arguments: x.args},
+		RunID: x.run, Contract: contract, CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(c.ReceivedAt)}, Source: x.k.at(line)}
+	if key != "" {
+		e.IdempotencyKey = activity.Some(key)
+	} else if ch == activity.ChannelHTTP {
+		nr = append(append([]activity.Fact(nil), nr...), activity.FactIdempotencyKey) // header attributes are opt-in
+	}
+	e.NotRecorded = nr
+	if x.cur, err = x.k.accept(e); err != nil {
+		return x.k.fail(line, err)
+	}
+	x.key = key
+	x.n++
+	return x.step(line, activity.Transition{To: activity.StateAuthorized})
+}
+
+func (x *otlpExec) step(line int64, t activity.Transition) error {
+	t.ExecutionID = x.cur.ID
+	e, err := x.k.w.Transition(t)
+	if err != nil {
+		return x.k.fail(line, err)
+	}
+	x.cur = e
+	return nil
+}
+
+// dispatch records one HTTP or process span under the server span: a
+// resend with the same Idempotency-Key after an unknown outcome continues
+// the execution; anything else is another execution.
+func (x *otlpExec) dispatch(w *span, i int) error {
+	ch, target, method, key := otlpTarget(w)
+	again := x.n > 0 && key != "" && key == x.key && x.cur.State == activity.StateUnknown
+	if !again {
+		if err := x.start(ch, target, method, key, w.line); err != nil {
+			return err
+		}
+	}
+	reason := ""
+	if n := w.attr("http.request.resend_count"); n != "" && n != "0" {
+		reason = "resend " + n + " of the HTTP client"
+	}
+	if err := x.step(w.line, activity.Transition{To: activity.StateDispatched, At: activity.Some(w.start), Reason: reason}); err != nil {
+		return err
+	}
+	return x.step(w.line, otlpOutcome(w))
+}
+
+// otlpOutcome reads what the target answered: a status code, an exit
+// code, or an error without either (unknown: it may have acted).
+func otlpOutcome(w *span) activity.Transition {
+	t := activity.Transition{At: activity.Some(w.end)}
+	if code := w.attr("process.exit.code"); code != "" && isProcess(w) {
+		n, _ := strconv.Atoi(code)
+		t.ExitCode = activity.Some(n)
+		t.To = activity.StateSucceeded
+		if n != 0 {
+			t.To, t.Reason = activity.StateFailed, fmt.Sprintf("exit code %d", n)
+		}
+		return t
+	}
+	if code := w.attr("http.response.status_code", "http.status_code"); code != "" {
+		n, err := strconv.Atoi(code)
+		if err == nil {
+			t.TargetStatus = activity.Some(n)
+			t.To, t.Reason = activity.StateForHTTPStatus(n)
+			return t
+		}
+	}
+	t.To = activity.StateUnknown
+	t.Reason = "no response recorded"
+	if et := w.attr("error.type"); et != "" {
+		t.Reason = "no response: " + et
+	}
+	if w.statusMsg != "" {
+		t.Reason += " (" + w.statusMsg + ")"
+	}
+	return t
+}
+
+// withoutDispatch records a call whose outbound work was not traced: the
+// tool span's own status is all there is.
+func (x *otlpExec) withoutDispatch(base *span) error {
+	if err := x.start(activity.ChannelMCP, firstOf(base.attr("server.address"), base.res["service.name"]), "", "", base.line); err != nil {
+		return err
+	}
+	if err := x.step(base.line, activity.Transition{To: activity.StateDispatched}); err != nil {
+		return err
+	}
+	t := activity.Transition{To: activity.StateSucceeded, At: activity.Some(base.end),
+		Reason: "the tool span ended without error; the target's own answer is not in the trace"}
+	if et := base.attr("error.type"); et != "" || base.statusErr {
+		t.To, t.Reason = activity.StateUnknown, "the tool span ended in error "+firstOf(et, base.statusMsg)+"; the trace does not show whether the target acted"
+	}
+	return x.step(base.line, t)
+}
+
+// deliver records what the agent's client span shows: the result arrived,
+// or the call failed on the agent's side after the action finished.
+func (x *otlpExec) deliver(c *span) error {
+	switch x.cur.State {
+	case activity.StateSucceeded, activity.StateFailed:
+	default:
+		return nil // an unknown outcome is not delivered either way
+	}
+	t := activity.Transition{To: activity.StateDelivered, At: activity.Some(c.end)}
+	if et := c.attr("error.type"); et != "" || c.statusErr {
+		t.To, t.Reason = activity.StateDeliveryFailed, "the agent's call failed: "+firstOf(et, c.statusMsg, "error")
+		if done := x.cur.Times.Observed; done.OK && c.end.Before(done.V) {
+			// The agent gave up before the target answered: the result was
+			// never on its way.
+			t.To, t.Reason = activity.StateNotDelivered, "the agent gave up ("+firstOf(et, c.statusMsg, "error")+") before the target answered"
+		}
+	}
+	return x.step(c.line, t)
+}
+
+// arguments reads gen_ai.tool.call.arguments (a JSON string or a kvlist).
+func (d *otlp) arguments(s *span) (json.RawMessage, error) {
+	v, ok := s.attrs["gen_ai.tool.call.arguments"]
+	if !ok {
+		d.noArgs++
+		return json.RawMessage("{}"), nil
+	}
+	raw := []byte(v.text())
+	if v.KvlistValue != nil {
+		raw = v.json()
+	}
+	if !json.Valid(raw) {
+		raw = mustJSON(map[string]string{"arguments": string(raw)})
+	}
+	out, err := canon.Transform(raw)
+	return json.RawMessage(out), err
+}
+
+// otlpActor names the agent: its service when its client span is in the
+// trace, else the address the server saw.
+func otlpActor(srv, client *span) string {
+	if client != nil {
+		a := "otel:" + firstOf(client.res["service.name"], "unknown_service")
+		if inst := client.res["service.instance.id"]; inst != "" {
+			a += "/" + inst
+		}
+		return a
+	}
+	if addr := srv.attr("client.address"); addr != "" {
+		return "client:" + addr
+	}
+	return "otel:unknown-client"
+}
+
+// run identifies the agent run: an MCP session, else the agent process
+// from its resource attributes; none when neither is in the trace.
+func (d *otlp) run(k *sink, base, client *span, actor string) (activity.RunID, error) {
+	key, by, evidence := "", activity.RunIdentification(""), ""
+	if sid := base.attr("mcp.session.id"); sid != "" {
+		key, by, evidence = "session:"+sid, activity.RunBySession, "mcp.session.id "+sid
+	} else if client != nil && (client.res["service.instance.id"] != "" || client.res["process.pid"] != "") {
+		r := client.res
+		key, by = "proc:"+r["host.name"]+"/"+r["service.instance.id"]+"/"+r["process.pid"], activity.RunByPeer
+		evidence = strings.TrimSpace(fmt.Sprintf("service %s instance %s pid %s host %s", r["service.name"], r["service.instance.id"], r["process.pid"], r["host.name"]))
+	}
+	if key == "" {
+		return "", nil
+	}
+	if id, ok := d.runs[key]; ok {
+		return id, nil
+	}
+	r, err := k.run(activity.Run{Actor: actor, IdentifiedBy: by, Evidence: evidence, StartedAt: base.start, Source: k.at(base.line)})
+	if err != nil {
+		return "", k.fail(base.line, err)
+	}
+	d.runs[key] = r.ID
+	return r.ID, nil
+}
+
+// otlpTarget reads where a dispatch span went: the URL without scheme and
+// query (as the gateway records targets), or the command's host.
+func otlpTarget(w *span) (ch activity.Channel, target, method, key string) {
+	if isProcess(w) {
+		return activity.ChannelSSH, firstOf(w.attr("server.address"), w.res["host.name"]) + " " + w.attr("process.executable.name", "process.command"), "", ""
+	}
+	method = strings.ToUpper(w.attr("http.request.method", "http.method"))
+	target = w.attr("server.address")
+	if raw := w.attr("url.full", "http.url"); raw != "" {
+		if u, err := url.Parse(raw); err == nil {
+			target = u.Host + u.Path
+		}
+	}
+	key = strings.Trim(w.attr("http.request.header.idempotency-key", "http.request.header.x-idempotency-key"), `" `)
+	return activity.ChannelHTTP, target, method, key
+}
