@@ -1,12 +1,16 @@
 package importer
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,11 +64,29 @@ func BenchmarkImport(b *testing.B) {
 		file func(*testing.B, int) string
 	}{
 		{"mcpdup_export", ownExportFile},
+		{"otlp", otlpFile},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			path := c.file(b, *benchEvents)
 			jq := jqSeconds(b, path)
+			var peak atomic.Uint64
+			stop := make(chan struct{})
+			go func() {
+				var ms runtime.MemStats
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						runtime.ReadMemStats(&ms)
+						if ms.HeapInuse > peak.Load() {
+							peak.Store(ms.HeapInuse)
+						}
+					}
+				}
+			}()
+			defer close(stop)
 			b.ResetTimer()
 			var events int64
 			for range b.N {
@@ -76,14 +98,71 @@ func BenchmarkImport(b *testing.B) {
 					b.Fatal(err)
 				}
 				events = rep.Lines
+				if c.name == "otlp" {
+					events = int64(*benchEvents)
+				}
 			}
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(sec, "s/import")
 			b.ReportMetric(jq, "s/jq")
 			b.ReportMetric(float64(events)/sec, "events/s")
 			b.ReportMetric(jq/sec, "ratio_vs_jq")
+			b.ReportMetric(float64(peak.Load())/(1<<20), "peak_heap_MB")
 		})
 	}
+}
+
+// otlpFile is a collector-style file of about n spans: tool calls of
+// three spans each (agent client, gateway server, HTTP dispatch), 33 calls
+// per line, one call in twenty sent again after a lost answer. Built once
+// in the temp directory.
+func otlpFile(b *testing.B, n int) string {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpdup-bench-otlp-%d", n))
+	path := filepath.Join(dir, "traces.jsonl")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	os.MkdirAll(dir, 0o755)
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	calls := n / 3
+	var agent, gw []fxSpan
+	flushLine := func() {
+		for _, batch := range []fxBatch{{gwRes, "mcpgw", gw}, {agentRe, "mcp-client", agent}} {
+			line, _ := json.Marshal(batch)
+			w.Write(line)
+			w.WriteByte('\n')
+		}
+		agent, gw = agent[:0], gw[:0]
+	}
+	for i := 0; i < calls; i++ {
+		at := time.Duration(i) * 100 * time.Millisecond
+		arg := i
+		if i%20 == 1 {
+			arg = i - 1 // a retry of the call before
+		}
+		c, s := mcpCall(i, 10*i, at, "create_ticket", fmt.Sprintf(`{"title":"ticket %d","priority":"p3"}`, arg), "sess-bench", i, "", at+90*time.Millisecond)
+		s.End = ns(at + 80*time.Millisecond)
+		agent = append(agent, c)
+		gw = append(gw, s, httpSpan(i, 10*i+2, 10*i+1, at+5*time.Millisecond, at+70*time.Millisecond, "POST", "https://api.tracker.example/v1/tickets", 201, "", ""))
+		if len(gw) >= 66 {
+			flushLine()
+		}
+	}
+	if len(gw) > 0 {
+		flushLine()
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
 
 // jqSeconds times jq parsing the file (decompressed input is the same).
