@@ -16,6 +16,7 @@ type ImportCmd struct {
 	Files   []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
 	Format  string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
 	SkipBad bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
+	DryRun  bool     `help:"Read and check everything, report what would be imported, write nothing."`
 	Key     string   `placeholder:"PUB" help:"Pinned public key that checks an mcpdup export's signatures (key text or .pub file). Without it this host's key for the export's origin is used, reported as not pinned."`
 	Output  string   `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 }
@@ -45,7 +46,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	opts := importer.Options{Format: c.Format, SkipBad: c.SkipBad, ExportKey: c.exportKey(g)}
+	opts := importer.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g)}
 	var reports []importer.FileReport
 	failed := 0
 	for _, f := range c.Files {
@@ -87,8 +88,11 @@ func writeImportTable(g *Globals, reports []importer.FileReport) error {
 	fmt.Fprintln(tw, "FILE\tFORMAT\tRESULT\tRUNS\tCALLS\tEXECUTIONS\tSKIPPED\tSOURCE")
 	for _, r := range reports {
 		result := "imported"
-		if r.AlreadyImported {
+		switch {
+		case r.AlreadyImported:
 			result = "already imported"
+		case r.Source == "":
+			result = "dry run: would import"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.File, r.Format, result, r.Runs, r.Calls, r.Executions, r.Skipped, r.Source)
 	}

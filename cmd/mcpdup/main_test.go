@@ -284,3 +284,44 @@ contract = "blocked_after_unknown"
 		}
 	}
 }
+
+// TestImportCommand imports the Sallyport and OTLP fixtures through the
+// command line: the table, -o json, a second import that adds nothing, a
+// bad file that exits 1 naming its line, and --dry-run.
+func TestImportCommand(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "imp.db"), filepath.Join(dir, "keys")
+	sally, otlp := "../../importer/testdata/sallyport/activity.jsonl", "../../importer/testdata/otlp/traces.jsonl"
+	var out, errb strings.Builder
+	if code := run([]string{"import", "--db", db, "--key-dir", keys, sally, otlp}, &out, &errb); code != 0 {
+		t.Fatalf("import exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "sallyport  imported") || !strings.Contains(out.String(), "otlp       imported") ||
+		!strings.Contains(out.String(), "paired by session + tool + args_preview") {
+		t.Fatalf("import table:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"import", "--db", db, "--key-dir", keys, sally, "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("re-import exit %d", code)
+	}
+	var reps []map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &reps); err != nil || len(reps) != 1 || reps[0]["already_imported"] != true {
+		t.Fatalf("re-import json: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"analyze", "--db", db, "--key-dir", keys, "-o", "json"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"verdict": "duplicate"`) {
+		t.Fatalf("analysis of the imports: %d\n%s", code, out.String())
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	b, _ := os.ReadFile(sally)
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `"tool":"ssh.exec"`, `"tool":""`, 1)), 0o600)
+	errb.Reset()
+	if code := run([]string{"import", "--db", db, "--key-dir", keys, bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), bad+":10: field tool: missing") {
+		t.Fatalf("bad file: exit %d, %s", code, errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"import", "--db", db, "--key-dir", keys, "--skip-bad", "--dry-run", bad}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "dry run: would import") || !strings.Contains(out.String(), "skipped "+bad+":10") {
+		t.Fatalf("dry run with skip: %d\n%s", code, out.String())
+	}
+}
