@@ -35,6 +35,9 @@ func Detect(head []byte) (string, error) {
 		if bytes.Contains(head, []byte(`"resourceSpans"`)) {
 			return "otlp", nil
 		}
+		if bytes.Contains(head, []byte(`"log"`)) && bytes.Contains(head, []byte(`"entries"`)) {
+			return "har", nil
+		}
 	}
 	for name, re := range linePatterns {
 		if re.Match(first) {
@@ -61,6 +64,8 @@ func detectObject(obj map[string]json.RawMessage) string {
 		return "otlp"
 	case has("seq", "ts", "identity", "session", "channel", "decision", "this_hash"):
 		return "sallyport"
+	case has("log") && bytes.Contains(obj["log"], []byte(`"entries"`)):
+		return "har"
 	}
 	return ""
 }

@@ -66,9 +66,20 @@ func FuzzOTLP(f *testing.F) {
 	fuzzImport(f, "otlp")
 }
 
+func FuzzHAR(f *testing.F) {
+	b, err := os.ReadFile("testdata/har/agent.har")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, false)
+	f.Add(b, true)
+	f.Add([]byte(`{"log":{"entries":[{"startedDateTime":"2026-11-30T14:00:00Z","request":{"method":"POST","url":"http://a/b"},"response":{"status":0}}]}}`), false)
+	fuzzImport(f, "har")
+}
+
 // FuzzDetect: detection never panics and names only known formats.
 func FuzzDetect(f *testing.F) {
-	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl"} {
+	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl", "testdata/har/agent.har"} {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}

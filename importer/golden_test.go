@@ -21,6 +21,7 @@ func TestGoldenFormats(t *testing.T) {
 	for _, c := range []struct{ format, file string }{
 		{"sallyport", "testdata/sallyport/activity.jsonl"},
 		{"otlp", "testdata/otlp/traces.jsonl"},
+		{"har", "testdata/har/agent.har"},
 	} {
 		t.Run(c.format, func(t *testing.T) {
 			s := newStore(t)

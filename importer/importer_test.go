@@ -94,6 +94,7 @@ func TestDetect(t *testing.T) {
 		"testdata/sallyport/activity.jsonl": "sallyport",
 		"testdata/otlp/traces.jsonl":        "otlp",
 		"testdata/mcpdup/incident.jsonl":    "mcpdup",
+		"testdata/har/agent.har":            "har",
 	} {
 		h, err := head(path, 64<<10)
 		if err != nil {
@@ -142,5 +143,27 @@ func TestOTLPBadInput(t *testing.T) {
 	rep, err := Import(ctx, newStore(t), writeFile(t, "body.json", pretty), Options{})
 	if err != nil || rep.Format != "otlp" || rep.Calls == 0 {
 		t.Fatalf("a single document: %+v %v", rep, err)
+	}
+}
+
+// TestHARBadInput: a bad entry names its path in the document; a file
+// that is not a HAR says so.
+func TestHARBadInput(t *testing.T) {
+	good, _ := os.ReadFile("testdata/har/agent.har")
+	bad := strings.Replace(string(good), `"startedDateTime": "2026-11-30T14:01:40.000000+00:00"`, `"startedDateTime": "Monday"`, 1)
+	if bad == string(good) {
+		t.Fatal("fixture changed")
+	}
+	_, err := Import(ctx, newStore(t), writeFile(t, "x.har", []byte(bad)), Options{Format: "har"})
+	var le *LineError
+	if !errors.As(err, &le) || le.Field != "log.entries[6].startedDateTime" || le.Line != 7 {
+		t.Fatalf("bad entry: %v", err)
+	}
+	rep, err := Import(ctx, newStore(t), writeFile(t, "x.har", []byte(bad)), Options{Format: "har", SkipBad: true})
+	if err != nil || rep.Skipped != 1 || rep.Lines != 10 {
+		t.Fatalf("skip: %+v %v", rep, err)
+	}
+	if _, err := Import(ctx, newStore(t), writeFile(t, "y.har", []byte(`{"log":{"version":"1.2"}}`)), Options{Format: "har"}); err == nil || !strings.Contains(err.Error(), `no "entries"`) {
+		t.Fatalf("no entries: %v", err)
 	}
 }
