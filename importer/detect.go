@@ -39,9 +39,16 @@ func Detect(head []byte) (string, error) {
 			return "har", nil
 		}
 	}
-	for name, re := range linePatterns {
-		if re.Match(first) {
-			return name, nil
+	// Log formats: a recognisable line among the first few (a log may
+	// start with lines of other kinds, such as start-up messages).
+	for i, l := range bytes.Split(head, []byte("\n")) {
+		if i == 50 {
+			break
+		}
+		for name, re := range linePatterns {
+			if re.Match(bytes.TrimSpace(l)) {
+				return name, nil
+			}
 		}
 	}
 	return "", fmt.Errorf("cannot tell the format from the first line %q; give --format (one of %s)", clip(first, 80), strings.Join(Formats(), ", "))

@@ -77,9 +77,16 @@ func FuzzHAR(f *testing.F) {
 	fuzzImport(f, "har")
 }
 
+func FuzzMCPLog(f *testing.F) {
+	addLines(f, "testdata/mcp-log/sdk-client.log")
+	addLines(f, "testdata/mcp-log/mcp-server-tickets.log")
+	fuzzImport(f, "mcp-log")
+}
+
 // FuzzDetect: detection never panics and names only known formats.
 func FuzzDetect(f *testing.F) {
-	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl", "testdata/har/agent.har"} {
+	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl", "testdata/har/agent.har",
+		"testdata/mcp-log/sdk-client.log", "testdata/mcp-log/mcp-server-tickets.log"} {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}

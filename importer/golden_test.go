@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
@@ -18,13 +19,22 @@ import (
 // testdata/<format>/golden.txt (regenerate with -update after checking
 // the difference by eye).
 func TestGoldenFormats(t *testing.T) {
-	for _, c := range []struct{ format, file string }{
+	for _, c := range []struct{ format, file string }{ // golden: testdata/<dir>/<file>.golden
 		{"sallyport", "testdata/sallyport/activity.jsonl"},
 		{"otlp", "testdata/otlp/traces.jsonl"},
 		{"har", "testdata/har/agent.har"},
+		{"mcp-log", "testdata/mcp-log/sdk-client.log"},
+		{"mcp-log", "testdata/mcp-log/mcp-server-tickets.log"},
 	} {
-		t.Run(c.format, func(t *testing.T) {
-			s := newStore(t)
+		t.Run(filepath.Base(c.file), func(t *testing.T) {
+			// A fixed clock: logs without timestamps place calls at the
+			// import time.
+			dir := t.TempDir()
+			s, err := activity.Open(ctx, filepath.Join(dir, "g.db"), activity.Options{KeyDir: filepath.Join(dir, "keys"), Now: activitytest.NewClock().Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
 			rep, err := Import(ctx, s, c.file, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -33,7 +43,7 @@ func TestGoldenFormats(t *testing.T) {
 				t.Fatalf("report: %+v", rep)
 			}
 			got := describe(t, s, rep)
-			path := filepath.Join("testdata", c.format, "golden.txt")
+			path := strings.TrimSuffix(c.file, filepath.Ext(c.file)) + ".golden"
 			if *update {
 				os.WriteFile(path, []byte(got), 0o644)
 			}

@@ -91,10 +91,12 @@ func TestSallyportChainBreak(t *testing.T) {
 // guess for anything else.
 func TestDetect(t *testing.T) {
 	for path, want := range map[string]string{
-		"testdata/sallyport/activity.jsonl": "sallyport",
-		"testdata/otlp/traces.jsonl":        "otlp",
-		"testdata/mcpdup/incident.jsonl":    "mcpdup",
-		"testdata/har/agent.har":            "har",
+		"testdata/sallyport/activity.jsonl":       "sallyport",
+		"testdata/otlp/traces.jsonl":              "otlp",
+		"testdata/mcpdup/incident.jsonl":          "mcpdup",
+		"testdata/har/agent.har":                  "har",
+		"testdata/mcp-log/sdk-client.log":         "mcp-log",
+		"testdata/mcp-log/mcp-server-tickets.log": "mcp-log",
 	} {
 		h, err := head(path, 64<<10)
 		if err != nil {
@@ -165,5 +167,22 @@ func TestHARBadInput(t *testing.T) {
 	}
 	if _, err := Import(ctx, newStore(t), writeFile(t, "y.har", []byte(`{"log":{"version":"1.2"}}`)), Options{Format: "har"}); err == nil || !strings.Contains(err.Error(), `no "entries"`) {
 		t.Fatalf("no entries: %v", err)
+	}
+}
+
+// TestMCPLogBadInput: a logged message that is not JSON names its line;
+// log lines of other kinds are counted, not errors.
+func TestMCPLogBadInput(t *testing.T) {
+	good, _ := os.ReadFile("testdata/mcp-log/sdk-client.log")
+	bad := strings.Replace(string(good), `write: {"jsonrpc":"2.0","id":5,`, `write: {"jsonrpc":"2.0","id":5,,`, 1)
+	_, err := Import(ctx, newStore(t), writeFile(t, "c.log", []byte(bad)), Options{})
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 11 {
+		t.Fatalf("bad message: %v", err)
+	}
+	noisy := "starting up\n" + string(good) + "shutting down\n"
+	rep, err := Import(ctx, newStore(t), writeFile(t, "n.log", []byte(noisy)), Options{})
+	if err != nil || rep.Calls != 4 || !strings.Contains(rep.Note, "2 other lines ignored") {
+		t.Fatalf("noise: %+v %v", rep, err)
 	}
 }
