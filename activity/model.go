@@ -35,9 +35,18 @@ var (
 )
 
 func newID(prefix string, t time.Time) string {
+	// An imported log can carry any time; an id only needs one that ULID
+	// can hold (1970 to the year 10889), so others are clamped.
+	ms := ulid.Timestamp(t)
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		ms = 0
+	case ms > ulid.MaxTime():
+		ms = ulid.MaxTime()
+	}
 	idMu.Lock()
 	defer idMu.Unlock()
-	return prefix + ulid.MustNew(ulid.Timestamp(t), idEntropy).String()
+	return prefix + ulid.MustNew(ms, idEntropy).String()
 }
 
 // NewRunID, NewCallID, NewExecutionID and NewSourceID return sortable,

@@ -124,3 +124,13 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestIDsForAnyTime: ids are made for times an imported log may carry,
+// however far off; none panics and each keeps its prefix.
+func TestIDsForAnyTime(t *testing.T) {
+	for _, tm := range []time.Time{{}, time.Unix(-1e12, 0), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), time.Unix(1<<62, 0)} {
+		if id := string(NewExecutionID(tm)); !strings.HasPrefix(id, "act_") || len(id) != 30 {
+			t.Errorf("%v: %q", tm, id)
+		}
+	}
+}

@@ -28,7 +28,10 @@ func Detect(head []byte) (string, error) {
 		if name := detectObject(obj); name != "" {
 			return name, nil
 		}
-		return "", fmt.Errorf("the first line is JSON with keys %s, which no format here has; give --format", keys(obj))
+		if name := detectPreset(obj); name != "" {
+			return name, nil
+		}
+		return "", fmt.Errorf("the first line is JSON with keys %s, which no format here has; give --format, or --mapping FILE to map its fields", keys(obj))
 	}
 	if first[0] == '{' {
 		// One pretty-printed document: look for its format's key near the top.

@@ -33,7 +33,7 @@ func fuzzImport(f *testing.F, format string) {
 		if after, _ := s.LogSize(ctx); after != before {
 			t.Fatalf("a dry run wrote %d records", after-before)
 		}
-		if err == nil && (rep.Skipped > rep.Lines || (!skip && rep.Skipped > 0)) {
+		if err == nil && (rep.Skipped > rep.Read || (!skip && rep.Skipped > 0)) {
 			t.Fatalf("report does not add up: %+v", rep)
 		}
 	})
@@ -81,6 +81,14 @@ func FuzzMCPLog(f *testing.F) {
 	addLines(f, "testdata/mcp-log/sdk-client.log")
 	addLines(f, "testdata/mcp-log/mcp-server-tickets.log")
 	fuzzImport(f, "mcp-log")
+}
+
+// FuzzMapping runs the presets over mutated access logs.
+func FuzzMapping(f *testing.F) {
+	for _, p := range []string{"envoy", "nginx", "traefik", "kong"} {
+		addLines(f, "testdata/mapping/"+p+".jsonl")
+	}
+	fuzzImport(f, "envoy")
 }
 
 // FuzzDetect: detection never panics and names only known formats.

@@ -25,6 +25,10 @@ func TestGoldenFormats(t *testing.T) {
 		{"har", "testdata/har/agent.har"},
 		{"mcp-log", "testdata/mcp-log/sdk-client.log"},
 		{"mcp-log", "testdata/mcp-log/mcp-server-tickets.log"},
+		{"envoy", "testdata/mapping/envoy.jsonl"},
+		{"nginx", "testdata/mapping/nginx.jsonl"},
+		{"traefik", "testdata/mapping/traefik.jsonl"},
+		{"kong", "testdata/mapping/kong.jsonl"},
 	} {
 		t.Run(filepath.Base(c.file), func(t *testing.T) {
 			// A fixed clock: logs without timestamps place calls at the

@@ -102,6 +102,7 @@ func (d *har) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.entry(k, n, &e); err != nil {
 			return err
 		}
+		k.count()
 		k.tick()
 	}
 	in.line = n - 1 // entries, for the report: a HAR is one document

@@ -27,6 +27,8 @@ type Options struct {
 	// Progress, if set, is called now and then with the stored bytes read
 	// so far and the file's size.
 	Progress func(done, total int64)
+	// Mapping, if set, reads every file as JSON Lines through it.
+	Mapping *Mapping
 	// DryRun reads and checks everything, reports what would be
 	// imported, and writes nothing.
 	DryRun bool
@@ -44,7 +46,8 @@ type FileReport struct {
 	Source          activity.SourceID `json:"source,omitempty"`
 	AlreadyImported bool              `json:"already_imported"`
 	Lines           int64             `json:"lines"`
-	Records         int64             `json:"records"` // log records the import appended
+	Read            int64             `json:"records_read"` // lines, spans or entries, as the format counts records
+	Records         int64             `json:"records"`      // log records the import appended
 	Runs            int64             `json:"runs"`
 	Calls           int64             `json:"calls"`
 	Executions      int64             `json:"executions"`
@@ -115,7 +118,9 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.Format = opts.Format
-	if rep.Format == "" || rep.Format == "auto" {
+	if opts.Mapping != nil {
+		rep.Format = "mapping:" + opts.Mapping.Name
+	} else if rep.Format == "" || rep.Format == "auto" {
 		h, err := head(path, 64<<10)
 		if err != nil {
 			return rep, fmt.Errorf("import %s: %w", path, err)
@@ -124,11 +129,16 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 			return rep, fmt.Errorf("import %s: %w", path, err)
 		}
 	}
-	newDecoder, ok := formats[rep.Format]
-	if !ok {
-		return rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())
+	var dec decoder
+	if opts.Mapping != nil {
+		dec = &mapped{m: opts.Mapping}
+	} else {
+		newDecoder, ok := formats[rep.Format]
+		if !ok {
+			return rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())
+		}
+		dec = newDecoder(path)
 	}
-	dec := newDecoder(path)
 	in, err := openLines(path)
 	if err != nil {
 		return rep, fmt.Errorf("import %s: %w", path, err)
@@ -146,8 +156,9 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		if k.extra != "" {
 			rep.Note += " " + k.extra
 		}
+		rep.Read = k.seen
 		src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum,
-			Records: rep.Lines - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
+			Records: rep.Read - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
 		if err != nil {
 			return err
 		}

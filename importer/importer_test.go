@@ -97,6 +97,10 @@ func TestDetect(t *testing.T) {
 		"testdata/har/agent.har":                  "har",
 		"testdata/mcp-log/sdk-client.log":         "mcp-log",
 		"testdata/mcp-log/mcp-server-tickets.log": "mcp-log",
+		"testdata/mapping/envoy.jsonl":            "envoy",
+		"testdata/mapping/nginx.jsonl":            "nginx",
+		"testdata/mapping/traefik.jsonl":          "traefik",
+		"testdata/mapping/kong.jsonl":             "kong",
 	} {
 		h, err := head(path, 64<<10)
 		if err != nil {

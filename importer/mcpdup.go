@@ -92,6 +92,7 @@ func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
 			if err := d.apply(k, p); err != nil {
 				return err
 			}
+			k.count()
 			k.tick()
 		}
 	}

@@ -109,6 +109,7 @@ func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.line(k, in.Line(), string(line)); err != nil {
 			return err
 		}
+		k.count()
 		k.tick()
 	}
 	for _, key := range d.order {

@@ -253,6 +253,7 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 					continue
 				}
 				d.spans++
+				k.count()
 				t := d.traces[sp.trace]
 				if t == nil {
 					t = &otlpTrace{}

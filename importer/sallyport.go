@@ -113,6 +113,7 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.row(k, &ev, at); err != nil {
 			return err
 		}
+		k.count()
 		k.tick()
 	}
 	// Intents that never got a result: the action may have run.

@@ -21,6 +21,7 @@ type sink struct {
 	size     int64
 	in       *lines
 	ticks    int
+	seen     int64 // records read: lines, spans or entries
 }
 
 // at is the provenance of a line of this file.
@@ -36,6 +37,7 @@ func (k *sink) bad(line int64, field string, err error) error {
 	if !k.skip {
 		return le
 	}
+	k.seen++
 	k.rep.Skipped++
 	if len(k.rep.Errors) < maxReportedErrors {
 		k.rep.Errors = append(k.rep.Errors, le.Error())
@@ -50,7 +52,10 @@ func (k *sink) fail(line int64, err error) error {
 	return fmt.Errorf("import %s line %d: %w", k.file, line, err)
 }
 
-// tick reports progress every few thousand records.
+// count counts a well-formed record read (bad counts the others).
+func (k *sink) count() { k.seen++ }
+
+// tick reports progress every few thousand lines.
 func (k *sink) tick() {
 	k.ticks++
 	if k.progress != nil && k.ticks%4096 == 0 {

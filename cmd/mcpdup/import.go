@@ -15,6 +15,7 @@ import (
 type ImportCmd struct {
 	Files   []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
 	Format  string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
+	Mapping string   `placeholder:"FILE" type:"existingfile" help:"Read every FILE as JSON Lines through this mapping file (JSON Pointers per field; see README)."`
 	SkipBad bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
 	DryRun  bool     `help:"Read and check everything, report what would be imported, write nothing."`
 	Key     string   `placeholder:"PUB" help:"Pinned public key that checks an mcpdup export's signatures (key text or .pub file). Without it this host's key for the export's origin is used, reported as not pinned."`
@@ -36,7 +37,8 @@ altered export is refused.
 Examples:
   mcpdup import --db ./incident.db incident.jsonl
   mcpdup import --db ./incident.db sallyport-activity.jsonl traces.jsonl.gz -o json
-  mcpdup import --db ./incident.db --skip-bad noisy.jsonl`
+  mcpdup import --db ./incident.db --skip-bad noisy.jsonl
+  mcpdup import --db ./incident.db --mapping acme.toml acme-audit.jsonl`
 }
 
 func (c *ImportCmd) Run(g *Globals) error {
@@ -47,6 +49,13 @@ func (c *ImportCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	opts := importer.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g)}
+	if c.Mapping != "" {
+		m, err := importer.LoadMapping(c.Mapping)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		opts.Mapping = m
+	}
 	var reports []importer.FileReport
 	failed := 0
 	for _, f := range c.Files {

@@ -1,0 +1,67 @@
+package importer
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// TestCustomMapping reads a log no preset knows through a mapping file:
+// lines that do not match are counted, the header lookup finds the key in
+// any case, and the repeat with the same key attaches.
+func TestCustomMapping(t *testing.T) {
+	m, err := LoadMapping("testdata/mapping/acme.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t)
+	rep, err := Import(ctx, s, "testdata/mapping/acme.jsonl", Options{Mapping: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Format != "mapping:acme-gateway-audit" || rep.Calls != 2 || rep.Executions != 1 || !strings.Contains(rep.Note, "1 lines not matched") {
+		t.Fatalf("report: %+v", rep)
+	}
+	var calls []activity.CallRow
+	s.ScanCalls(ctx, func(c *activity.CallRow) error { calls = append(calls, *c); return nil })
+	if len(calls) != 2 || calls[1].Disposition != activity.DispositionAttached || calls[1].ExecutionID != calls[0].ExecutionID || calls[0].Actor != "acme:agent-31337" {
+		t.Fatalf("calls: %+v", calls)
+	}
+}
+
+// TestMappingErrors: a mapping file is checked when it is read.
+func TestMappingErrors(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{`name = "x"
+time = { from = ["/t"] }
+method = { from = ["/m"] }
+colour = "blue"`, "unknown field"},
+		{`name = "x"
+method = { from = ["/m"] }`, "time.from is required"},
+		{`time = { from = ["/t"] }`, "name is required"},
+		{`name = "x"
+time = { from = ["/t"], frm = ["/u"] }
+method = { from = ["/m"] }`, "unknown field"},
+	} {
+		if _, err := ParseMapping([]byte(c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.text, err, c.want)
+		}
+	}
+}
+
+func TestPointer(t *testing.T) {
+	var doc any
+	json.Unmarshal([]byte(`{"a/b":{"c~d":[10,20]},"x":{"":1}}`), &doc)
+	for ptr, want := range map[string]any{"/a~1b/c~0d/1": 20.0, "/x/": 1.0} {
+		if got, ok := pointer(doc, ptr); !ok || got != want {
+			t.Errorf("%s = %v %v", ptr, got, ok)
+		}
+	}
+	for _, ptr := range []string{"/a~1b/c~0d/2", "/nope", "a", "/a~1b/c~0d/x"} {
+		if _, ok := pointer(doc, ptr); ok {
+			t.Errorf("%s resolved", ptr)
+		}
+	}
+}
