@@ -2,6 +2,7 @@ package importer
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -63,5 +64,27 @@ func TestPointer(t *testing.T) {
 		if _, ok := pointer(doc, ptr); ok {
 			t.Errorf("%s resolved", ptr)
 		}
+	}
+}
+
+// TestREADMEMapping: the mapping file shown in README.md parses and
+// imports the example line it describes.
+func TestREADMEMapping(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```toml\nname = \"acme-gateway-audit\"")
+	if !ok {
+		t.Fatal("README.md has no acme-gateway-audit mapping")
+	}
+	body, _, _ := strings.Cut(rest, "```")
+	m, err := ParseMapping([]byte(`name = "acme-gateway-audit"` + body))
+	if err != nil {
+		t.Fatalf("README mapping: %v", err)
+	}
+	rep, err := Import(ctx, newStore(t), "testdata/mapping/acme.jsonl", Options{Mapping: m})
+	if err != nil || rep.Calls != 2 {
+		t.Fatalf("%+v %v", rep, err)
 	}
 }

@@ -7,6 +7,7 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpdup/mcpdup/tui/browse"
 	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/detail"
+	"github.com/mcpdup/mcpdup/tui/importfile"
 	"github.com/mcpdup/mcpdup/tui/pending"
 	"github.com/mcpdup/mcpdup/tui/suspects"
 	"github.com/mcpdup/mcpdup/tui/timerange"
@@ -65,6 +67,7 @@ type Model struct {
 	execs    browse.Model
 	runs     browse.Model
 	rangeAsk timerange.Model
+	fileAsk  importfile.Model
 	execList []activity.Execution // the executions browser's rows
 	help     help.Model
 	showHelp bool
@@ -90,8 +93,8 @@ func New(s *activity.Store, opts Options) *Model {
 		store: s, opts: opts,
 		suspects: suspects.New(styles), detail: detail.New(styles), pending: pending.New(styles),
 		execs: browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange), runs: browse.New("agent runs (the Sessions log)", styles),
-		rangeAsk: timerange.New(styles),
-		help:     help.New(), auditTxt: "audit: checking…", loading: true,
+		rangeAsk: timerange.New(styles), fileAsk: importfile.New(styles),
+		help: help.New(), auditTxt: "audit: checking…", loading: true,
 	}
 }
 
@@ -149,6 +152,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.setBrowsers(msg.execs, msg.runs)
 		}
+	case importedMsg:
+		if msg.err != nil {
+			m.setStatus("import: "+msg.err.Error(), true)
+			return m, nil
+		}
+		r := msg.report
+		if r.AlreadyImported {
+			m.setStatus(fmt.Sprintf("%s was imported before (%s): nothing added", filepath.Base(r.File), r.Source), false)
+			return m, nil
+		}
+		m.setStatus(fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped), false)
+		return m, m.reload()
 	case rangeMsg:
 		if msg.err != nil {
 			m.setStatus("replay: "+msg.err.Error(), true)
@@ -190,7 +205,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m *Model) typing() bool {
 	switch {
-	case m.rangeAsk.IsOpen():
+	case m.rangeAsk.IsOpen(), m.fileAsk.IsOpen():
 		return true
 	case m.inDetail:
 		return false
@@ -240,6 +255,8 @@ func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
 			return m, m.switchTab(tabExecutions)
 		case key.Matches(km, keys.Tab4):
 			return m, m.switchTab(tabSessions)
+		case key.Matches(km, keys.Import) && !m.inDetail:
+			return m, m.fileAsk.Open()
 		case key.Matches(km, keys.Refresh) && !(m.inDetail && m.detail.Replaying()):
 			m.setStatus("refreshing", false)
 			return m, m.reload()
@@ -247,6 +264,12 @@ func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
 	}
 	var cmd tea.Cmd
 	switch {
+	case m.fileAsk.IsOpen():
+		m.fileAsk, cmd = m.fileAsk.Update(km)
+		if path, ok := m.fileAsk.Take(); ok {
+			m.setStatus("importing "+path+"…", false)
+			return m, importFile(m.store, path)
+		}
 	case m.rangeAsk.IsOpen():
 		m.rangeAsk, cmd = m.rangeAsk.Update(km)
 		if from, to, ok := m.rangeAsk.Take(); ok {
@@ -309,6 +332,7 @@ func (m *Model) layout() {
 	m.execs.SetSize(w, bodyH)
 	m.runs.SetSize(w, bodyH)
 	m.rangeAsk.SetWidth(w)
+	m.fileAsk.SetWidth(w)
 }
 
 func (m *Model) helpHeight() int {
@@ -320,6 +344,8 @@ func (m *Model) helpHeight() int {
 func (m *Model) helpKeys() helpKeys {
 	var v viewKeys
 	switch {
+	case m.fileAsk.IsOpen():
+		v = m.fileAsk
 	case m.rangeAsk.IsOpen():
 		v = m.rangeAsk
 	case m.inDetail:
@@ -333,7 +359,7 @@ func (m *Model) helpKeys() helpKeys {
 	default:
 		v = m.runs
 	}
-	return helpKeys{view: v, typing: m.typing()}
+	return helpKeys{view: v, typing: m.typing(), detail: m.inDetail}
 }
 
 // View draws the tab line, the active view, the help and the status bar.
@@ -360,7 +386,7 @@ func (m *Model) View() string {
 	if m.showHelp {
 		bodyH -= m.helpHeight()
 	}
-	if ask := m.rangeAsk.View(); ask != "" {
+	if ask := m.rangeAsk.View() + m.fileAsk.View(); ask != "" {
 		n := strings.Count(ask, "\n") + 1
 		body = fit(body, max(bodyH-n, 1)) + "\n" + ask
 	}

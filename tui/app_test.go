@@ -539,3 +539,42 @@ func TestRangeReplay(t *testing.T) {
 		t.Fatal("esc closes the prompt")
 	}
 }
+
+// TestImportKey: i asks for a file, enter imports it with the same code as
+// mcpdup import, and the views reload with what it added; a second
+// import of the same file adds nothing and says so.
+func TestImportKey(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 40)
+	_, total, _ := m.suspects.Counts()
+	press(m, "i")
+	if !m.fileAsk.IsOpen() || !strings.Contains(m.View(), "import file:") {
+		t.Fatalf("i must open the prompt:\n%s", m.View())
+	}
+	for _, r := range "/nonexistent/x.log" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	if !m.fileAsk.IsOpen() || !strings.Contains(m.View(), "is not a file") {
+		t.Fatalf("a missing file must be refused in place:\n%s", m.View())
+	}
+	press(m, "esc", "i")
+	file := "../importer/testdata/sallyport/activity.jsonl"
+	for _, r := range file {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	if v := m.View(); !strings.Contains(v, "imported activity.jsonl (sallyport): 10 calls, 10 executions, 0 skipped") {
+		t.Fatalf("status after the import:\n%s", v)
+	}
+	if _, after, _ := m.suspects.Counts(); after != total+5 {
+		t.Fatalf("suspects %d → %d, want 5 more", total, after)
+	}
+	press(m, "i")
+	for _, r := range file {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	if !strings.Contains(m.View(), "was imported before") {
+		t.Fatalf("re-import:\n%s", m.View())
+	}
+}

@@ -9,6 +9,7 @@ import (
 type globalKeys struct {
 	Quit, ForceQuit, Help, NextTab, PrevTab, Tab1, Tab2, Tab3, Tab4, Refresh key.Binding
 	ReplayRange                                                              key.Binding // executions browser
+	Import                                                                   key.Binding // the lists, not a suspect's walk
 }
 
 var keys = globalKeys{
@@ -23,7 +24,11 @@ var keys = globalKeys{
 	Tab4:        key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "sessions")),
 	Refresh:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh")),
 	ReplayRange: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "replay a time range")),
+	Import:      key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "import a log")),
 }
+
+// tabsHelp stands for 1–4 in the full help, to keep it narrow.
+var tabsHelp = key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "a view"))
 
 // viewKeys is what every child view offers for help.
 type viewKeys interface {
@@ -36,6 +41,7 @@ type viewKeys interface {
 type helpKeys struct {
 	view   viewKeys
 	typing bool
+	detail bool // in a suspect's walk: no import
 }
 
 func (h helpKeys) ShortHelp() []key.Binding {
@@ -51,8 +57,11 @@ func (h helpKeys) FullHelp() [][]key.Binding {
 	if h.typing {
 		return append(groups, []key.Binding{keys.ForceQuit})
 	}
-	return append(groups, []key.Binding{keys.NextTab, keys.PrevTab, keys.Tab1, keys.Tab2, keys.Tab3, keys.Tab4},
-		[]key.Binding{keys.Refresh, keys.Help, keys.Quit, keys.ForceQuit})
+	other := []key.Binding{keys.Refresh, keys.Help, keys.Quit, keys.ForceQuit}
+	if !h.detail {
+		other = append([]key.Binding{keys.Import}, other...)
+	}
+	return append(groups, []key.Binding{keys.NextTab, keys.PrevTab, tabsHelp}, other)
 }
 
 var _ help.KeyMap = helpKeys{}

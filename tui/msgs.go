@@ -10,6 +10,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/importer"
 )
 
 // Every read and write of the store happens in a command; Update only
@@ -185,5 +186,18 @@ func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 	return func() tea.Msg {
 		tl, err := analyze.RangeTimeline(context.Background(), s, from, to)
 		return rangeMsg{tl: tl, err: err}
+	}
+}
+
+type importedMsg struct {
+	report importer.FileReport
+	err    error
+}
+
+// importFile imports a log file with the same code as mcpdup import.
+func importFile(s *activity.Store, path string) tea.Cmd {
+	return func() tea.Msg {
+		rep, err := importer.Import(context.Background(), s, path, importer.Options{})
+		return importedMsg{report: rep, err: err}
 	}
 }

@@ -13,11 +13,13 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/importer"
 	"github.com/mcpdup/mcpdup/tui"
 )
 
 // ConsoleCmd opens the interactive console.
 type ConsoleCmd struct {
+	Files    []string      `arg:"" optional:"" name:"FILE" type:"existingfile" help:"Log files to import first (as mcpdup import does)."`
 	Operator string        `env:"USER" help:"Who resolves (recorded with each resolution; default: $USER)."`
 	NoLive   bool          `help:"Do not watch the database for new activity."`
 	Window   time.Duration `help:"Grouping window, as for mcpdup analyze."`
@@ -33,8 +35,12 @@ counts and whether the log verifies. While a gateway writes to the same
 database, new activity appears by itself. ? lists the keys of each view;
 q quits.
 
-Example:
-  mcpdup console --db ./incident.db`
+Files given are imported first, each whole or not at all, exactly as
+'mcpdup import' does; i imports another from inside the console.
+
+Examples:
+  mcpdup console --db ./incident.db
+  mcpdup console --db ./incident.db sallyport-activity.jsonl traces.jsonl.gz`
 }
 
 func (c *ConsoleCmd) Run(g *Globals) error {
@@ -44,11 +50,23 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 	if !interactive() {
 		return &exitError{code: 2, err: errors.New("console needs a terminal on stdin and stdout (scripts use mcpdup analyze, status and resolve)")}
 	}
-	s, err := g.openStore(context.Background(), writeStore)
+	mode := writeStore
+	if len(c.Files) > 0 {
+		mode = createStore // importing into a new database is fine
+	}
+	s, err := g.openStore(context.Background(), mode)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	for _, f := range c.Files {
+		rep, err := importer.Import(context.Background(), s, f, importer.Options{})
+		if err != nil {
+			return fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
+		}
+		fmt.Fprintf(g.stderr, "imported %s (%s): %d calls, %d executions, %d skipped%s\n", f, rep.Format, rep.Calls, rep.Executions, rep.Skipped,
+			map[bool]string{true: " — already imported, nothing added", false: ""}[rep.AlreadyImported])
+	}
 	return runConsole(s, tui.Options{Operator: c.Operator, Poll: pollFor(c.NoLive), Analysis: analyze.Options{Window: c.Window}})
 }
 

@@ -15,7 +15,7 @@ var keys = keyMap{
 	Bottom:      key.NewBinding(key.WithKeys("G", "end"), key.WithHelp("G", "bottom")),
 	PageUp:      key.NewBinding(key.WithKeys("pgup", "ctrl+u"), key.WithHelp("pgup", "page up")),
 	PageDown:    key.NewBinding(key.WithKeys("pgdown", "ctrl+d"), key.WithHelp("pgdn", "page down")),
-	Open:        key.NewBinding(key.WithKeys("enter", "right", "l"), key.WithHelp("enter", "walk the five questions")),
+	Open:        key.NewBinding(key.WithKeys("enter", "right", "l"), key.WithHelp("enter", "the five questions")),
 	Filter:      key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 	ClearFilter: key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
 	Sort:        key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
