@@ -23,6 +23,7 @@ const (
 	SealInterval   SealReason = "interval"   // the oldest unsealed record is older than Every
 	SealShutdown   SealReason = "shutdown"   // clean shutdown
 	SealManual     SealReason = "manual"     // mcpdup audit checkpoint
+	SealImport     SealReason = "import"     // after an imported file, a unit of its own
 )
 
 // Checkpoint is a signed statement of the log's size and Merkle root, in

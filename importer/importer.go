@@ -178,5 +178,10 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		rep.Source = ""
 		return rep, err
 	}
+	// An imported file is a unit: sign its end, so the log verifies as
+	// sealed right away (where this host has the signing key).
+	if _, err := s.Seal(ctx, activity.SealImport); err != nil && !errors.Is(err, activity.ErrNoKey) {
+		return rep, fmt.Errorf("import %s: imported, but sealing failed: %w", path, err)
+	}
 	return rep, nil
 }

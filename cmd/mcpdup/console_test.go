@@ -276,3 +276,16 @@ func TestConsoleLiveWithGateway(t *testing.T) {
 	tm.keys("q")
 	tm.waitExit()
 }
+
+// TestConsoleImportsFiles: files given to the console are imported first
+// (here into a new database) and shown.
+func TestConsoleImportsFiles(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../../importer/testdata/sallyport/activity.jsonl")
+	tm := startTmux(t, dir, 120, 30, bin, "console", "--db", filepath.Join(dir, "new.db"), "--key-dir", filepath.Join(dir, "keys"), "--operator", "alice", abs)
+	tm.waitFor("5 suspects (✗ 1 duplicate, ? 1 risk) · 2 pending · audit ✓ verified")
+	tm.waitFor("two_processes")
+	tm.keys("q")
+	tm.waitExit()
+}
