@@ -1,10 +1,7 @@
 package analyze_test
 
 import (
-	"runtime"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
@@ -27,24 +24,7 @@ func BenchmarkAnalyze(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	// Sample the heap while the analysis runs: its peak is what matters.
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	go func() {
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-				runtime.ReadMemStats(&ms)
-				if ms.HeapInuse > peak.Load() {
-					peak.Store(ms.HeapInuse)
-				}
-			}
-		}
-	}()
-	defer close(stop)
+	peak := activitytest.PeakHeap()
 	b.ResetTimer()
 	var counts analyze.Counts
 	for range b.N {
@@ -60,6 +40,6 @@ func BenchmarkAnalyze(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(counts.Total()), "suspects")
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/analysis")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	b.ReportMetric(peak(), "peak-heap-MB")
 	b.Logf("verdicts: %s", counts)
 }

@@ -1,7 +1,6 @@
 package gatewaylite
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
-
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/tomlfile"
 )
 
 // Config is the gateway's TOML configuration. README.md documents every
@@ -143,18 +141,7 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses TOML configuration text and validates it.
 func ParseConfig(b []byte) (*Config, error) {
 	var cfg Config
-	dec := toml.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		var strict *toml.StrictMissingError
-		if errors.As(err, &strict) {
-			return nil, fmt.Errorf("unknown field: %s", strict.String())
-		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return nil, fmt.Errorf("line %d column %d: %s", row, col, de.Error())
-		}
+	if err := tomlfile.Decode(b, &cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.normalise(); err != nil {

@@ -75,7 +75,8 @@ func TestREADMEExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "```toml\n")
+	_, conf, _ := strings.Cut(string(b), "## Configuration")
+	_, rest, ok := strings.Cut(conf, "```toml\n")
 	example, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
 		t.Fatal("README.md has no toml example")

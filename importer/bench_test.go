@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,23 +68,7 @@ func BenchmarkImport(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			path := c.file(b, *benchEvents)
 			jq := jqSeconds(b, path)
-			var peak atomic.Uint64
-			stop := make(chan struct{})
-			go func() {
-				var ms runtime.MemStats
-				for {
-					select {
-					case <-stop:
-						return
-					case <-time.After(20 * time.Millisecond):
-						runtime.ReadMemStats(&ms)
-						if ms.HeapInuse > peak.Load() {
-							peak.Store(ms.HeapInuse)
-						}
-					}
-				}
-			}()
-			defer close(stop)
+			peak := activitytest.PeakHeap()
 			b.ResetTimer()
 			var events int64
 			for range b.N {
@@ -107,7 +89,7 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportMetric(jq, "s/jq")
 			b.ReportMetric(float64(events)/sec, "events/s")
 			b.ReportMetric(jq/sec, "ratio_vs_jq")
-			b.ReportMetric(float64(peak.Load())/(1<<20), "peak_heap_MB")
+			b.ReportMetric(peak(), "peak_heap_MB")
 		})
 	}
 }

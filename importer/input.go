@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -139,4 +140,35 @@ func head(path string, n int) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(nil), b...), nil
+}
+
+// errStop ends eachLine early without an error.
+var errStop = errors.New("stop")
+
+// eachLine calls fn with every non-blank line of in and its number,
+// stopping at the end of the file, when fn returns errStop, at fn's first
+// other error, or when ctx is cancelled.
+func eachLine(ctx context.Context, in *lines, k *sink, fn func(n int64, line []byte) error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return k.fail(in.Line(), err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := fn(in.Line(), line); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
+		}
+		k.tick()
+	}
 }

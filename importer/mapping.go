@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"sort"
@@ -15,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
-
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/tomlfile"
 )
 
 // A Mapping reads any JSON Lines log without code: each field of a
@@ -103,18 +101,7 @@ func init() {
 // ParseMapping reads a mapping file; unknown keys are errors.
 func ParseMapping(b []byte) (*Mapping, error) {
 	var m Mapping
-	dec := toml.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		var strict *toml.StrictMissingError
-		if errors.As(err, &strict) {
-			return nil, fmt.Errorf("unknown field: %s", strict.String())
-		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return nil, fmt.Errorf("line %d column %d: %s", row, col, de.Error())
-		}
+	if err := tomlfile.Decode(b, &m); err != nil {
 		return nil, err
 	}
 	if m.Name == "" {
@@ -392,42 +379,25 @@ func (d *mapped) note() string {
 
 func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs, d.keys = map[string]activity.RunID{}, map[string]activity.ExecutionID{}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return k.fail(in.Line(), err)
-		}
-		n := in.Line()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	return eachLine(ctx, in, k, func(n int64, line []byte) error {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.UseNumber()
 		var doc any
 		if err := dec.Decode(&doc); err != nil {
-			if err := k.bad(n, "", fmt.Errorf("not a JSON object: %w", err)); err != nil {
-				return err
-			}
-			continue
+			return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
 		}
 		if d.m.Match != "" {
 			if v, ok := pointer(doc, d.m.Match); !ok || v == nil || v == "" {
 				d.ignored++
-				continue
+				return nil
 			}
 		}
 		if err := d.record(k, n, doc); err != nil {
 			return err
 		}
 		k.count()
-		k.tick()
-	}
+		return nil
+	})
 }
 
 func (d *mapped) record(k *sink, n int64, doc any) error {

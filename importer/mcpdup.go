@@ -32,13 +32,8 @@ func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
 	if err := d.verify(k); err != nil {
 		return err
 	}
-	first, err := in.Next()
-	if err != nil {
-		return k.fail(1, err)
-	}
-	var hdr audit.ExportHeader
-	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
-		return &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
+	if _, _, err := readHeader(in, k); err != nil {
+		return err
 	}
 	// Reading and decoding run ahead of the writer on another goroutine:
 	// on two cores the JSON work and the SQLite work overlap.
@@ -117,13 +112,9 @@ func (d *ownExport) verify(k *sink) error {
 		return err
 	}
 	defer in.Close()
-	first, err := in.Next()
+	hdr, first, err := readHeader(in, k)
 	if err != nil {
-		return k.fail(1, err)
-	}
-	var hdr audit.ExportHeader
-	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
-		return &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
+		return err
 	}
 	var opts audit.Options
 	if k.opts.ExportKey != nil {
@@ -156,6 +147,19 @@ func (d *ownExport) verify(k *sink) error {
 		d.verdict += fmt.Sprintf("; %d records after the last checkpoint are unsigned", rep.Unsealed)
 	}
 	return nil
+}
+
+// readHeader reads an export's first line.
+func readHeader(in *lines, k *sink) (audit.ExportHeader, []byte, error) {
+	var hdr audit.ExportHeader
+	first, err := in.Next()
+	if err != nil {
+		return hdr, nil, k.fail(1, err)
+	}
+	if err := json.Unmarshal(first, &hdr); err != nil || hdr.Format != audit.ExportFormat {
+		return hdr, nil, &LineError{File: k.file, Line: 1, Field: "format", Err: fmt.Errorf("not an mcpdup export header")}
+	}
+	return hdr, first, nil
 }
 
 // apply writes one exported record into this database. The first pass

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -95,22 +93,15 @@ type mcpMsg struct {
 
 func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 	d.open = map[string]*mcpPending{}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return k.fail(in.Line(), err)
-		}
-		if err := d.line(k, in.Line(), string(line)); err != nil {
+	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
+		if err := d.line(k, n, string(line)); err != nil {
 			return err
 		}
 		k.count()
-		k.tick()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, key := range d.order {
 		if p, ok := d.open[key]; ok {

@@ -1,13 +1,13 @@
 package importer
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,23 +191,9 @@ func (d *otlp) note() string {
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	d.traces, d.runs = map[string]*otlpTrace{}, map[string]activity.RunID{}
-	single := false
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return k.fail(in.Line(), err)
-		}
-		n := in.Line()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		if n == 1 && strings.TrimSpace(string(line)) == "{" {
+	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
+		single := false
+		if n == 1 && string(bytes.TrimSpace(line)) == "{" {
 			// One pretty-printed document rather than JSON Lines.
 			rest, err := in.Rest(maxLine)
 			if err != nil {
@@ -217,10 +203,7 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		}
 		var doc otlpDoc
 		if err := json.Unmarshal(line, &doc); err != nil {
-			if err := k.bad(n, "", fmt.Errorf("not an OTLP/JSON TracesData object: %w", err)); err != nil {
-				return err
-			}
-			continue
+			return k.bad(n, "", fmt.Errorf("not an OTLP/JSON TracesData object: %w", err))
 		}
 		if err := d.add(k, n, &doc); err != nil {
 			return err
@@ -228,10 +211,13 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.flush(k, n-otlpLookback); err != nil {
 			return err
 		}
-		k.tick()
 		if single {
-			break
+			return errStop
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return d.flush(k, 1<<62)
 }

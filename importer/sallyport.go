@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -80,41 +79,25 @@ func (d *sallyport) note() string {
 
 func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs, d.open = map[string]activity.RunID{}, map[string][]spOpen{}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return k.fail(in.Line(), err)
-		}
-		d.line = in.Line()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
+	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
+		d.line = n
 		var ev spEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
 			d.prev = "" // the next row's link cannot be checked against this one
-			if err := k.bad(d.line, "", fmt.Errorf("not a JSON object: %w", err)); err != nil {
-				return err
-			}
-			continue
+			return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
 		}
 		at, field, err := d.check(&ev)
 		if err != nil {
-			if err := k.bad(d.line, field, err); err != nil {
-				return err
-			}
-			continue
+			return k.bad(n, field, err)
 		}
 		if err := d.row(k, &ev, at); err != nil {
 			return err
 		}
 		k.count()
-		k.tick()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	// Intents that never got a result: the action may have run.
 	for _, key := range d.order {

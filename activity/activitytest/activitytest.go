@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,4 +345,33 @@ func MillionMixed(tb testing.TB) (path, keyDir string) {
 	return Cached(tb, "analyze-1000000", func(ctx context.Context, s *activity.Store) error {
 		return FillMixed(ctx, s, 1_000_000, 3000, 20)
 	})
+}
+
+// PeakHeap samples the heap in use every 5ms until stop is called, and
+// returns the peak in MB: benchmarks report what memory the work needed,
+// not where it ended.
+func PeakHeap() (stop func() float64) {
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-finished
+		return float64(peak.Load()) / (1 << 20)
+	}
 }
