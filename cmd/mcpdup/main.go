@@ -80,6 +80,7 @@ type CLI struct {
 
 	Demo       DemoCmd       `cmd:"" help:"Run a scripted incident through the real gateway and open the console on it."`
 	Console    ConsoleCmd    `cmd:"" help:"Open the interactive console: suspects, the five-question walk, replay, the pending queue."`
+	Marker     MarkerCmd     `cmd:"" help:"The SSH host helper: run a command once under a durable marker, and read markers back."`
 	Import     ImportCmd     `cmd:"" help:"Import activity logs: mcpdup exports and other systems' logs (${formats})."`
 	Gateway    GatewayCmd    `cmd:"" help:"Serve the MCP gateway: every tool call gets an execution identity and a durable lifecycle."`
 	Analyze    AnalyzeCmd    `cmd:"" help:"Find suspected duplicate actions and walk the five questions for each."`
