@@ -388,6 +388,8 @@ func (s *toolSpec) dispatch(ctx context.Context, id activity.ExecutionID, send m
 	switch {
 	case s.http != nil:
 		return s.http.dispatch(ctx, id, send)
+	case s.ssh != nil:
+		return s.ssh.dispatch(ctx, id, send)
 	case s.upstream != nil:
 		return s.upstream.dispatch(ctx, id, send, s.timeout)
 	}

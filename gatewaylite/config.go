@@ -70,11 +70,33 @@ type ToolConfig struct {
 	// StatusURL is the lookup endpoint of a recoverable_by_lookup tool, with
 	// an {execution_id} placeholder.
 	StatusURL string `toml:"status_url"`
+
+	// SSH tools (channel = "ssh").
+	Host string `toml:"host"`
+	Port int    `toml:"port"` // 22 by default
+	User string `toml:"user"`
+	// HostKey pins the host: a known_hosts line, a public key line, or a
+	// "SHA256:…" fingerprint. An unknown or changed key refuses the call.
+	HostKey string `toml:"host_key"`
+	// Command is the argv to run; {name} placeholders take arguments,
+	// always as data (each word is shell-quoted on the wire).
+	Command []string `toml:"command"`
+	Workdir string   `toml:"workdir"`
+	// MarkerDir, when set, runs the command under `mcpdup marker run` on
+	// the host, so a dropped session can be recovered by reading the
+	// marker (the tool is then recoverable_by_lookup).
+	MarkerDir string `toml:"marker_dir"`
+	// Helper is the mcpdup binary on the host ("mcpdup" on its PATH by
+	// default).
+	Helper string `toml:"helper"`
 }
 
 // CredentialConfig says how a credential reaches the target. The value is
 // read from the environment and never stored.
 type CredentialConfig struct {
+	// KeyFile is an SSH private key (for ssh tools); it is read when the
+	// gateway starts and never recorded.
+	KeyFile        string `toml:"key_file"`
 	Header         string `toml:"header"`
 	ValueEnv       string `toml:"value_env"`
 	Prefix         string `toml:"prefix"` // e.g. "Bearer "
@@ -183,8 +205,8 @@ func (c *Config) normalise() error {
 		seen["actor:"+a.Name] = true
 	}
 	for name, cr := range c.Credentials {
-		if cr.Header == "" || cr.ValueEnv == "" {
-			return fmt.Errorf("credential.%s: header and value_env are required", name)
+		if cr.KeyFile == "" && (cr.Header == "" || cr.ValueEnv == "") {
+			return fmt.Errorf("credential.%s: header and value_env are required (or key_file, for ssh tools)", name)
 		}
 	}
 	for i := range c.Tools {
@@ -212,6 +234,53 @@ func (c *Config) normalise() error {
 	return nil
 }
 
+// normaliseSSHTool checks an ssh tool: where, as whom, the pinned host
+// key, the key file, the command; its contract follows from the marker.
+func (c *Config) normaliseSSHTool(t *ToolConfig, field func(string) string) error {
+	switch {
+	case t.Host == "":
+		return errors.New(field("host") + ": required for an ssh tool")
+	case t.User == "":
+		return errors.New(field("user") + ": required for an ssh tool")
+	case t.HostKey == "":
+		return errors.New(field("host_key") + ": required: an ssh tool pins its host's key (known_hosts line or SHA256: fingerprint)")
+	case len(t.Command) == 0:
+		return errors.New(field("command") + ": required: the argv to run")
+	case t.CredentialRef == "" || c.Credentials[t.CredentialRef].KeyFile == "":
+		return errors.New(field("credential_ref") + ": an ssh tool needs a credential with key_file")
+	}
+	if t.Port == 0 {
+		t.Port = 22
+	}
+	if t.Helper == "" {
+		t.Helper = "mcpdup"
+	}
+	switch {
+	case t.Contract == "" && t.MarkerDir != "":
+		t.Contract = string(activity.ContractRecoverableByLookup)
+	case t.Contract == "":
+		t.Contract = string(activity.ContractBlockedAfterUnknown)
+	}
+	switch activity.Contract(t.Contract) {
+	case activity.ContractRecoverableByLookup:
+		if t.MarkerDir == "" {
+			return errors.New(field("contract") + ": recoverable_by_lookup over ssh needs marker_dir (the lookup reads the host's marker)")
+		}
+	case activity.ContractRepeatableWithKey:
+		return errors.New(field("contract") + ": repeatable_with_key needs an idempotency key, which ssh cannot send; use marker_dir")
+	case activity.ContractReadOnly, activity.ContractBlockedAfterUnknown:
+	default:
+		return fmt.Errorf("%s: %q is not a contract", field("contract"), t.Contract)
+	}
+	t.Method = "exec"
+	setDefault(&t.AttachWindow, DefaultAttachWindow)
+	setDefault(&t.Timeout, DefaultTimeout)
+	if t.InputSchema == "" {
+		t.InputSchema = `{"type":"object"}`
+	}
+	return nil
+}
+
 func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
 	field := func(f string) string { return fmt.Sprintf("tool %s: %s", t.Name, f) }
 	if !toolNameRE.MatchString(t.Name) {
@@ -224,8 +293,11 @@ func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
 	if t.Channel == "" {
 		t.Channel = string(activity.ChannelHTTP)
 	}
+	if t.Channel == string(activity.ChannelSSH) {
+		return c.normaliseSSHTool(t, field)
+	}
 	if t.Channel != string(activity.ChannelHTTP) {
-		return fmt.Errorf("%s: %q is not supported (http; upstream MCP tools come from [[upstream]])", field("channel"), t.Channel)
+		return fmt.Errorf("%s: %q is not supported (http or ssh; upstream MCP tools come from [[upstream]])", field("channel"), t.Channel)
 	}
 	if t.Method == "" {
 		t.Method = "POST"

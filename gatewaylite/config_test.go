@@ -85,7 +85,7 @@ func TestREADMEExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README example: %v", err)
 	}
-	if len(cfg.Tools) != 3 || len(cfg.Upstreams) != 1 || !cfg.Credentials["payments"].PerUseApproval {
+	if len(cfg.Tools) != 4 || cfg.Tools[3].Contract != "recoverable_by_lookup" || len(cfg.Upstreams) != 1 || !cfg.Credentials["payments"].PerUseApproval {
 		t.Fatalf("README example parsed to %+v", cfg)
 	}
 }

@@ -118,7 +118,7 @@ func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
 		t.Fatalf("lookup after a lost answer: %v %s", m, resultText(res))
 	}
 	trs, _ := h.store.Transitions(ctx, h.executions("open_ticket")[0].ID)
-	if !strings.Contains(trs[len(trs)-1].Reason+trs[max(0, len(trs)-2)].Reason, "recovered by status lookup") {
+	if !strings.Contains(trs[len(trs)-1].Reason+trs[max(0, len(trs)-2)].Reason, "recovered by lookup") {
 		t.Fatalf("how it was resolved is not recorded: %+v", trs)
 	}
 

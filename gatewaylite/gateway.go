@@ -65,6 +65,7 @@ type toolSpec struct {
 	window        time.Duration
 	timeout       time.Duration
 	http          *httpTarget
+	ssh           *sshTarget
 	upstream      *upstreamTool
 	statusURL     string
 	// perUseApproval: the tool's credential needs an operator's approval
@@ -104,16 +105,23 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	client := newHTTPClient()
 	for i := range cfg.Tools {
 		t := &cfg.Tools[i]
-		ht, err := newHTTPTarget(t, cfg.Credentials, client)
-		if err != nil {
-			return nil, err
-		}
 		spec := &toolSpec{
-			name: t.Name, channel: activity.ChannelHTTP, contract: activity.Contract(t.Contract),
-			target: ht.target(), method: t.Method, credentialRef: t.CredentialRef,
+			name: t.Name, channel: activity.Channel(t.Channel), contract: activity.Contract(t.Contract),
+			method: t.Method, credentialRef: t.CredentialRef,
 			args:   ArgSpec{Fingerprint: t.Fingerprint, Defaults: t.Defaults, OmitDefaults: t.DefaultsPolicy == "omit", SecretArgs: t.SecretArgs},
-			window: t.AttachWindow.Duration, timeout: t.Timeout.Duration, http: ht, statusURL: t.StatusURL,
+			window: t.AttachWindow.Duration, timeout: t.Timeout.Duration, statusURL: t.StatusURL,
 			perUseApproval: t.CredentialRef != "" && cfg.Credentials[t.CredentialRef].PerUseApproval,
+		}
+		if spec.channel == activity.ChannelSSH {
+			if spec.ssh, err = newSSHTarget(t, cfg.Credentials); err != nil {
+				return nil, err
+			}
+			spec.target, spec.method = spec.ssh.target(), spec.ssh.method()
+		} else {
+			if spec.http, err = newHTTPTarget(t, cfg.Credentials, client); err != nil {
+				return nil, err
+			}
+			spec.target = spec.http.target()
 		}
 		g.addTool(spec, &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)})
 	}

@@ -17,15 +17,22 @@ import (
 // the target has no record, so it never acted. Anything else leaves the
 // outcome unknown.
 func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Execution) activity.Execution {
-	if exec.State != activity.StateUnknown || spec.http == nil || spec.statusURL == "" {
+	var out Outcome
+	switch {
+	case exec.State != activity.StateUnknown:
+		return exec
+	case spec.ssh != nil && spec.contract == activity.ContractRecoverableByLookup:
+		out = spec.ssh.lookup(ctx, exec.ID)
+	case spec.http != nil && spec.statusURL != "":
+		out = spec.http.lookup(ctx, spec.statusURL, exec.ID)
+	default:
 		return exec
 	}
-	out := spec.http.lookup(ctx, spec.statusURL, exec.ID)
 	if out.State == activity.StateUnknown {
 		g.log.Info("status lookup inconclusive", "execution", exec.ID, "reason", out.Reason)
 		return exec
 	}
-	return g.recordOutcome(ctx, exec, out, "recovered by status lookup: ")
+	return g.recordOutcome(ctx, exec, out, "recovered by lookup: ")
 }
 
 func (h *httpTarget) lookup(ctx context.Context, tmpl string, id activity.ExecutionID) Outcome {

@@ -1,0 +1,202 @@
+package gatewaylite_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+)
+
+var (
+	helperOnce sync.Once
+	helperPath string
+	helperErr  error
+)
+
+// helper builds the mcpdup binary the host runs as its marker helper.
+func helper(t *testing.T) string {
+	t.Helper()
+	helperOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpdup-helper-")
+		if err != nil {
+			helperErr = err
+			return
+		}
+		helperPath = filepath.Join(dir, "mcpdup")
+		if out, err := exec.Command("go", "build", "-o", helperPath, "../cmd/mcpdup").CombinedOutput(); err != nil {
+			helperErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if helperErr != nil {
+		t.Fatal(helperErr)
+	}
+	return helperPath
+}
+
+// sshHarness is the gateway harness with SSH tools on a real sshd, reached
+// through a TCP proxy that can cut a connection.
+type sshHarness struct {
+	*harness
+	sshd   *gatewaytest.SSHD
+	proxy  *gatewaytest.TCPProxy
+	effect string
+}
+
+func newSSHHarness(t *testing.T, hostKey string) *sshHarness {
+	sshd := gatewaytest.StartSSHD(t)
+	proxy := gatewaytest.NewTCPProxy(sshd.Addr)
+	t.Cleanup(proxy.Close)
+	dir := t.TempDir()
+	effect := filepath.Join(dir, "effect")
+	if hostKey == "" {
+		hostKey = sshd.HostKeyLine
+	}
+	extra := fmt.Sprintf(`
+[credential.host-key]
+key_file = %q
+
+[[tool]]
+name = "append_line"
+channel = "ssh"
+host = "127.0.0.1"
+port = %d
+user = %q
+host_key = %q
+credential_ref = "host-key"
+command = ["sh", "-c", "sleep \"$2\"; printf '%%s\\n' \"$1\" >> \"$3\"; echo appended", "sh", "{line}", "{pause}", %q]
+workdir = %q
+marker_dir = %q
+helper = %q
+timeout = "5s"
+
+[[tool]]
+name = "append_unmarked"
+channel = "ssh"
+host = "127.0.0.1"
+port = %d
+user = %q
+host_key = %q
+credential_ref = "host-key"
+command = ["sh", "-c", "printf '%%s\\n' \"$1\" >> \"$2\"; exit \"$3\"", "sh", "{line}", %q, "{code}"]
+timeout = "5s"
+`, sshd.UserKeyFile, proxy.Port(), sshd.User, hostKey, effect, dir, filepath.Join(dir, "markers"), helper(t),
+		proxy.Port(), sshd.User, hostKey, effect)
+	return &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+}
+
+func (h *sshHarness) lines() []string {
+	b, _ := os.ReadFile(h.effect)
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestSSHRunsCommandOnce: a call runs its command on the real host under
+// a marker; an argument full of shell syntax arrives as data; the exit
+// code and output are recorded; the canonical target names the account
+// and the pinned host key.
+func TestSSHRunsCommandOnce(t *testing.T) {
+	h := newSSHHarness(t, "")
+	cs := h.connect("2025-06-18", false)
+	nasty := "a; touch " + h.effect + ".pwned $(id) `id` \"q\" 'r'\nsecond"
+	res := mustCall(t, cs, "append_line", map[string]any{"line": nasty, "pause": "0"}, nil)
+	if res.IsError || !strings.Contains(resultText(res), "appended") {
+		t.Fatalf("result: %+v %s", res, resultText(res))
+	}
+	if got := h.lines(); len(got) != 2 || got[0]+"\n"+got[1] != nasty {
+		t.Fatalf("the host got %q, want %q", got, nasty)
+	}
+	if _, err := os.Stat(h.effect + ".pwned"); err == nil {
+		t.Fatal("an argument ran as code")
+	}
+	m := execMeta(t, res)
+	e, err := h.store.Execution(ctx, activity.ExecutionID(m["id"].(string)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Channel != activity.ChannelSSH || e.ExitCode != activity.Some(0) || e.Contract != activity.ContractRecoverableByLookup ||
+		!strings.HasPrefix(e.Target, h.sshd.User+"@127.0.0.1:") || !strings.Contains(e.Target, "SHA256:") || !strings.HasPrefix(e.Method, "exec sh -c ") {
+		t.Fatalf("execution: %+v", e)
+	}
+}
+
+// TestSSHExitCodeAndUnmarked: a command without a marker still records
+// its exit code; a nonzero exit is the target saying it failed.
+func TestSSHExitCodeAndUnmarked(t *testing.T) {
+	h := newSSHHarness(t, "")
+	cs := h.connect("2025-06-18", false)
+	res := mustCall(t, cs, "append_unmarked", map[string]any{"line": "x", "code": "3"}, nil)
+	e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
+	if !res.IsError || e.ExitCode != activity.Some(3) || e.Outcome != activity.OutcomeFailure {
+		t.Fatalf("exit 3: %+v", e)
+	}
+}
+
+// TestSSHChangedHostKeyRefused: a host whose key is not the pinned one is
+// refused before anything is sent.
+func TestSSHChangedHostKeyRefused(t *testing.T) {
+	other := gatewaytest.StartSSHD(t) // another host's key
+	h := newSSHHarness(t, other.HostKeyLine)
+	cs := h.connect("2025-06-18", false)
+	res := mustCall(t, cs, "append_line", map[string]any{"line": "x", "pause": "0"}, nil)
+	e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
+	if e.State != activity.StateFailedBefore && e.State != activity.StateDelivered || !strings.Contains(e.Error, "not the pinned") || h.lines() != nil {
+		t.Fatalf("changed key: state %s error %q lines %q", e.State, e.Error, h.lines())
+	}
+}
+
+// TestSSHDropAfterStart cuts the connection while the command runs. The
+// command keeps running on the host and finishes; the gateway says
+// unknown; the agent's retry attaches, the gateway reads the host's
+// marker and answers with the real exit code; the command ran once.
+func TestSSHDropAfterStart(t *testing.T) {
+	h := newSSHHarness(t, "")
+	cs := h.connect("2025-06-18", false)
+	args := map[string]any{"line": "deploy r-881", "pause": "1"}
+	h.proxy.CutNext(400 * time.Millisecond)
+	first := mustCall(t, cs, "append_line", args, nil)
+	m := execMeta(t, first)
+	id := activity.ExecutionID(m["id"].(string))
+	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateUnknown {
+		t.Fatalf("after the cut: %s (%s)", e.State, e.Error)
+	}
+	var res = first
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res = mustCall(t, cs, "append_line", args, nil)
+		if execMeta(t, res)["id"] != string(id) {
+			t.Fatalf("the retry made a new execution: %+v", execMeta(t, res))
+		}
+		if e, _ := h.store.Execution(ctx, id); e.Outcome == activity.OutcomeSuccess {
+			break
+		}
+		if time.Now().After(deadline) {
+			e, _ := h.store.Execution(ctx, id)
+			t.Fatalf("never recovered: %+v", e)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	e, _ := h.store.Execution(ctx, id)
+	if e.ExitCode != activity.Some(0) || !strings.Contains(resultText(res), "appended") {
+		t.Fatalf("recovered: %+v %s", e, resultText(res))
+	}
+	if got := h.lines(); len(got) != 1 || got[0] != "deploy r-881" {
+		t.Fatalf("the command ran %d times: %q", len(got), got)
+	}
+	trs, _ := h.store.TransitionsOf(ctx, []activity.ExecutionID{id})
+	var why []string
+	for _, tr := range trs[id] {
+		why = append(why, string(tr.To)+": "+tr.Reason)
+	}
+	if !strings.Contains(strings.Join(why, "\n"), "recovered by lookup: the host's marker records exit code 0") {
+		t.Fatalf("transitions:\n%s", strings.Join(why, "\n"))
+	}
+}
