@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
@@ -198,5 +199,10 @@ func TestSSHDropAfterStart(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(why, "\n"), "recovered by lookup: the host's marker records exit code 0") {
 		t.Fatalf("transitions:\n%s", strings.Join(why, "\n"))
+	}
+	// The analysis sees one action, and question 3 cites the exit code.
+	sus, err := analyze.All(ctx, h.store, analyze.Options{})
+	if err != nil || len(sus) != 1 || sus[0].Verdict != analyze.VerdictAttached || !strings.Contains(sus[0].Questions[2].Explanation, "exit code 0") {
+		t.Fatalf("analysis: %v %+v", err, sus)
 	}
 }
