@@ -3,6 +3,7 @@ package gatewaylite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -69,17 +70,53 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 			return fmt.Errorf("approval %s: %w", a.ID, err)
 		}
 	}
-	if len(lookups) > 0 {
-		g.bg.Add(1)
-		go func() {
-			defer g.bg.Done()
-			for _, e := range lookups {
-				if spec := g.tools[e.Tool]; spec != nil {
-					g.lookup(context.Background(), spec, e)
-				}
-			}
-		}()
+	for _, e := range lookups {
+		if spec := g.tools[e.Tool]; spec != nil {
+			g.bg.Add(1)
+			go func() {
+				defer g.bg.Done()
+				g.lookupUntilSettled(spec, e)
+			}()
+		}
 	}
 	g.log.Info("recovered executions left in flight", "count", len(left))
 	return nil
+}
+
+// Recovery keeps asking while the answer is "still running" or the target
+// is unreachable: first after lookupFirst, doubling up to lookupMax, for
+// lookupFor in all. After that the execution stays unknown for the
+// agent's retry (which asks again) or an operator.
+var (
+	lookupFirst = 500 * time.Millisecond
+	lookupMax   = 30 * time.Second
+	lookupFor   = 15 * time.Minute
+)
+
+// lookupUntilSettled asks a recoverable_by_lookup tool what became of an
+// execution a previous process left unknown, until it is settled, the
+// gateway closes, or lookupFor passes.
+func (g *Gateway) lookupUntilSettled(spec *toolSpec, e activity.Execution) {
+	deadline := time.Now().Add(lookupFor)
+	wait := lookupFirst
+	for {
+		next := g.lookup(context.Background(), spec, e)
+		if next.State != activity.StateUnknown {
+			return
+		}
+		// Another path (the agent's retry) may have settled it meanwhile.
+		if cur, err := g.store.Execution(context.Background(), e.ID); err != nil || cur.State != activity.StateUnknown {
+			return
+		}
+		if time.Now().Add(wait).After(deadline) {
+			g.log.Info("status lookup gave up; the execution stays unknown", "execution", e.ID)
+			return
+		}
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, lookupMax)
+	}
 }

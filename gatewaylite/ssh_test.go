@@ -54,12 +54,20 @@ func newSSHHarness(t *testing.T, hostKey string) *sshHarness {
 	sshd := gatewaytest.StartSSHD(t)
 	proxy := gatewaytest.NewTCPProxy(sshd.Addr)
 	t.Cleanup(proxy.Close)
-	dir := t.TempDir()
-	effect := filepath.Join(dir, "effect")
 	if hostKey == "" {
 		hostKey = sshd.HostKeyLine
 	}
-	extra := fmt.Sprintf(`
+	extra, effect := sshTools(t, sshd, proxy.Port(), hostKey)
+	return &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+}
+
+// sshTools is the config of two SSH tools on sshd reached at port: one run
+// under the marker helper, one without. Both append a line to the effect
+// file, which counts how often the command ran.
+func sshTools(t *testing.T, sshd *gatewaytest.SSHD, port int, hostKey string) (config, effect string) {
+	dir := t.TempDir()
+	effect = filepath.Join(dir, "effect")
+	config = fmt.Sprintf(`
 [credential.host-key]
 key_file = %q
 
@@ -87,9 +95,9 @@ host_key = %q
 credential_ref = "host-key"
 command = ["sh", "-c", "printf '%%s\\n' \"$1\" >> \"$2\"; exit \"$3\"", "sh", "{line}", %q, "{code}"]
 timeout = "5s"
-`, sshd.UserKeyFile, proxy.Port(), sshd.User, hostKey, effect, dir, filepath.Join(dir, "markers"), helper(t),
-		proxy.Port(), sshd.User, hostKey, effect)
-	return &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+`, sshd.UserKeyFile, port, sshd.User, hostKey, effect, dir, filepath.Join(dir, "markers"), helper(t),
+		port, sshd.User, hostKey, effect)
+	return config, effect
 }
 
 func (h *sshHarness) lines() []string {
@@ -204,5 +212,85 @@ func TestSSHDropAfterStart(t *testing.T) {
 	sus, err := analyze.All(ctx, h.store, analyze.Options{})
 	if err != nil || len(sus) != 1 || sus[0].Verdict != analyze.VerdictAttached || !strings.Contains(sus[0].Questions[2].Explanation, "exit code 0") {
 		t.Fatalf("analysis: %v %+v", err, sus)
+	}
+}
+
+// TestSSHGatewayKilledMidCommand SIGKILLs the gateway while a marked
+// command runs on the host. The command outlives the gateway (the helper
+// ignores the hang-up) and finishes; the restarted gateway turns the
+// execution unknown, reads the host's marker in the background and
+// records the real exit code; the agent's retry gets that result; the
+// command ran once.
+func TestSSHGatewayKilledMidCommand(t *testing.T) {
+	if os.Getenv("MCPDUP_TEST_GW_CONFIG") != "" {
+		t.Skip("helper process")
+	}
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	sshd := gatewaytest.StartSSHD(t)
+	target := gatewaytest.NewTarget()
+	defer target.Close()
+	extra, effect := sshTools(t, sshd, sshd.Port, sshd.HostKeyLine)
+	config := testConfig(target.URL, target.URL, extra)
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
+	addr := freeAddr(t)
+	endpoint := "http://" + addr + "/mcp"
+
+	gw := startGatewayProcess(t, config, db, keys, addr)
+	cs, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"line": "migrate 42", "pause": "1.5"}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, cs, "append_line", args, nil)
+		errc <- err
+	}()
+	markers := filepath.Join(filepath.Dir(effect), "markers")
+	waitFor(t, func() bool { m, _ := os.ReadDir(markers); return len(m) > 0 }, "the command to start on the host")
+	gw.kill()
+	if err := <-errc; err == nil {
+		t.Fatal("the call survived the gateway's death")
+	}
+
+	startGatewayProcess(t, config, db, keys, addr)
+	store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var e activity.Execution
+	waitFor(t, func() bool {
+		es, _ := store.Executions(ctx, activity.ExecutionFilter{Tool: "append_line"})
+		if len(es) == 1 {
+			e = es[0]
+		}
+		return e.Outcome == activity.OutcomeSuccess
+	}, "the restarted gateway to read the marker")
+	if e.ExitCode != activity.Some(0) {
+		t.Fatalf("recovered: %+v", e)
+	}
+	cs2, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolLegacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	res := mustCall(t, cs2, "append_line", args, nil)
+	if m := execMeta(t, res); m["replayed"] != true || m["id"] != string(e.ID) || !strings.Contains(resultText(res), "appended") {
+		t.Fatalf("retry after restart: %v %s", m, resultText(res))
+	}
+	b, _ := os.ReadFile(effect)
+	if string(b) != "migrate 42\n" {
+		t.Fatalf("the host's effect file: %q", b)
+	}
+	trs, _ := store.TransitionsOf(ctx, []activity.ExecutionID{e.ID})
+	var why []string
+	for _, tr := range trs[e.ID] {
+		why = append(why, string(tr.To)+": "+tr.Reason)
+	}
+	if got := strings.Join(why, "\n"); !strings.Contains(got, "unknown") || !strings.Contains(got, "marker records exit code 0") {
+		t.Fatalf("transitions:\n%s", got)
 	}
 }
