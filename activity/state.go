@@ -102,9 +102,12 @@ func (e *TransitionError) Error() string {
 }
 
 // CheckTransition reports whether an execution under contract c may move
-// from one state to another. The contract matters once: only a
-// repeatable_with_key execution may be dispatched again after an unknown
-// outcome, because only its target can tell the resend from a new request.
+// from one state to another. The contract matters once: only an execution
+// whose target can tell a resend from a new request may be dispatched
+// again after an unknown outcome: repeatable_with_key (the Idempotency-Key)
+// and recoverable_by_lookup, whose resend the gateway makes only after the
+// lookup found no trace and under the same id (the SSH marker refuses a
+// second start of one id).
 func CheckTransition(id ExecutionID, c Contract, from, to State) error {
 	fail := func(reason string) error { return &TransitionError{id, from, to, reason} }
 	switch {
@@ -118,7 +121,7 @@ func CheckTransition(id ExecutionID, c Contract, from, to State) error {
 		return fail("already dispatched")
 	case !slices.Contains(transitions[from], to):
 		return fail(illegalReason(from, to))
-	case from == StateUnknown && to == StateDispatched && c != ContractRepeatableWithKey:
+	case from == StateUnknown && to == StateDispatched && c != ContractRepeatableWithKey && c != ContractRecoverableByLookup:
 		return fail(fmt.Sprintf("contract %s forbids resending after an unknown outcome", c))
 	}
 	return nil

@@ -53,7 +53,7 @@ func TestEveryPairOfStates(t *testing.T) {
 				err := CheckTransition("act_test", c, from, to)
 				want := legal[[2]State{from, to}]
 				if from == StateUnknown && to == StateDispatched {
-					want = c == ContractRepeatableWithKey
+					want = c == ContractRepeatableWithKey || c == ContractRecoverableByLookup
 				}
 				if (err == nil) != want {
 					t.Errorf("%s → %s under %s: err = %v, want legal = %v", from, to, c, err, want)
@@ -92,9 +92,16 @@ func TestIllegalTransitionMessages(t *testing.T) {
 			t.Errorf("%s → %s: error %v, want it to say %q", c.from, c.to, err, c.want)
 		}
 	}
-	err := CheckTransition("act_x", ContractBlockedAfterUnknown, StateUnknown, StateDispatched)
-	if err == nil || !strings.Contains(err.Error(), "blocked_after_unknown forbids resending") {
-		t.Errorf("resend after unknown under blocked_after_unknown: %v", err)
+	for _, c := range []Contract{ContractBlockedAfterUnknown, ContractReadOnly} {
+		err := CheckTransition("act_x", c, StateUnknown, StateDispatched)
+		if err == nil || !strings.Contains(err.Error(), string(c)+" forbids resending") {
+			t.Errorf("resend after unknown under %s: %v", c, err)
+		}
+	}
+	for _, c := range []Contract{ContractRepeatableWithKey, ContractRecoverableByLookup} {
+		if err := CheckTransition("act_x", c, StateUnknown, StateDispatched); err != nil {
+			t.Errorf("resend after unknown under %s: %v", c, err)
+		}
 	}
 }
 

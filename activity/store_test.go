@@ -232,10 +232,6 @@ func TestIllegalTransitionWritesNothing(t *testing.T) {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateDelivered})
 			return err
 		}, "no outcome has been observed yet"},
-		{"resend after unknown without a key contract", func(w *activity.Writer) error {
-			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateDispatched})
-			return err
-		}, "forbids resending"},
 		{"verified by transition instead of resolution", func(w *activity.Writer) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateVerified})
 			return err

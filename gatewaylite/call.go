@@ -241,7 +241,7 @@ func (g *Gateway) proceed(ctx context.Context, spec *toolSpec, exec activity.Exe
 	case RecoveryContinue, RecoveryWait:
 		exec = g.waitFor(ctx, spec, exec, send)
 	case RecoveryLookup:
-		exec = g.lookup(ctx, spec, exec)
+		exec = g.lookup(ctx, spec, exec, send)
 	case RecoveryBlock:
 		exec = g.block(ctx, exec)
 	}
@@ -271,7 +271,7 @@ func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Exe
 		g.results.put(exec.ResultRef, out.Result)
 		return exec
 	case activity.ContractRecoverableByLookup:
-		return g.lookup(ctx, spec, exec)
+		return g.lookup(ctx, spec, exec, send)
 	}
 	return g.block(ctx, exec)
 }

@@ -29,6 +29,10 @@ type Outcome struct {
 	Result json.RawMessage
 	// Reason explains failures and unknowns in one sentence.
 	Reason string
+	// NeverStarted: a lookup found no trace of the execution on a target
+	// that refuses to start one execution id twice (the SSH marker), so
+	// sending it again under the same id cannot make it act twice.
+	NeverStarted bool
 }
 
 // maxResultBytes bounds how much of a target's response is kept.

@@ -15,8 +15,11 @@ import (
 // of an execution whose outcome is unknown, and records what it learned
 // and how. 200: the target acted, and its answer becomes the result. 404:
 // the target has no record, so it never acted. Anything else leaves the
-// outcome unknown.
-func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Execution) activity.Execution {
+// outcome unknown. An SSH host with no marker for the execution has not
+// started it; when an agent is waiting (send != nil) it is sent again
+// under the same execution id, which the host's helper refuses to start
+// twice should the first send start late.
+func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
 	var out Outcome
 	switch {
 	case exec.State != activity.StateUnknown:
@@ -26,6 +29,18 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 	case spec.http != nil && spec.statusURL != "":
 		out = spec.http.lookup(ctx, spec.statusURL, exec.ID)
 	default:
+		return exec
+	}
+	if out.NeverStarted && send != nil {
+		next, err := g.transition(ctx, exec, activity.StateDispatched, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")
+		if err != nil {
+			return exec
+		}
+		done := g.inflight.begin(next.ID)
+		defer done()
+		out = spec.dispatch(ctx, next.ID, send)
+		exec = g.recordOutcome(ctx, next, out, "after resend: ")
+		g.results.put(exec.ResultRef, out.Result)
 		return exec
 	}
 	if out.State == activity.StateUnknown {

@@ -100,7 +100,7 @@ func (g *Gateway) lookupUntilSettled(spec *toolSpec, e activity.Execution) {
 	deadline := time.Now().Add(lookupFor)
 	wait := lookupFirst
 	for {
-		next := g.lookup(context.Background(), spec, e)
+		next := g.lookup(context.Background(), spec, e, nil)
 		if next.State != activity.StateUnknown {
 			return
 		}

@@ -294,3 +294,65 @@ func TestSSHGatewayKilledMidCommand(t *testing.T) {
 		t.Fatalf("transitions:\n%s", got)
 	}
 }
+
+// TestSSHDropBeforeCommandStarted cuts the connection after the session
+// started but before the host's helper ran (a slow host: a wrapper sleeps
+// in front of the helper). The gateway reads no marker, sends the command
+// again under the same execution id, and the agent gets its result. If
+// the first send then starts late, the helper refuses it (exit 125): the
+// command runs once either way.
+func TestSSHDropBeforeCommandStarted(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first send dies", true: "first send starts late"}[late], func(t *testing.T) {
+			sshd := gatewaytest.StartSSHD(t)
+			proxy := gatewaytest.NewTCPProxy(sshd.Addr)
+			t.Cleanup(proxy.Close)
+			extra, effect := sshTools(t, sshd, proxy.Port(), sshd.HostKeyLine)
+			// The first "marker run" sleeps 1 s; then it exits without
+			// running the helper, or runs it and records its exit code.
+			dir := filepath.Dir(effect)
+			then := "exit 1"
+			if late {
+				then = `"$real" "$@"; echo $? > "$flag.late"; exit 0`
+			}
+			wrapper := filepath.Join(dir, "slow-helper")
+			script := fmt.Sprintf("#!/bin/sh\nreal=%s\nflag=%s\nif [ \"$2\" = run ] && [ ! -e \"$flag\" ]; then : > \"$flag\"; sleep 1; %s; fi\nexec \"$real\" \"$@\"\n",
+				shellQuoteTest(helper(t)), shellQuoteTest(filepath.Join(dir, "first")), then)
+			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			extra = strings.Replace(extra, fmt.Sprintf("helper = %q", helper(t)), fmt.Sprintf("helper = %q", wrapper), 1)
+			h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+			cs := h.connect("2025-06-18", false)
+
+			proxy.CutNext(300 * time.Millisecond)
+			res := mustCall(t, cs, "append_line", map[string]any{"line": "restart web-7", "pause": "0"}, nil)
+			id := activity.ExecutionID(execMeta(t, res)["id"].(string))
+			e, _ := h.store.Execution(ctx, id)
+			if e.Outcome != activity.OutcomeSuccess || e.ExitCode != activity.Some(0) || !strings.Contains(resultText(res), "appended") {
+				t.Fatalf("after the resend: %+v %s", e, resultText(res))
+			}
+			trs, _ := h.store.TransitionsOf(ctx, []activity.ExecutionID{id})
+			var path []string
+			for _, tr := range trs[id] {
+				path = append(path, string(tr.To))
+			}
+			if got := strings.Join(path, ">"); !strings.Contains(got, "dispatched>unknown>dispatched>succeeded") {
+				t.Fatalf("lifecycle: %s", got)
+			}
+			if late {
+				waitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, "first.late")); return err == nil }, "the late first send")
+				if b, _ := os.ReadFile(filepath.Join(dir, "first.late")); strings.TrimSpace(string(b)) != "125" {
+					t.Fatalf("the late first send exited %q, want the helper's refusal 125", b)
+				}
+			} else {
+				time.Sleep(1200 * time.Millisecond) // the first send's wrapper has given up
+			}
+			if got := h.lines(); len(got) != 1 || got[0] != "restart web-7" {
+				t.Fatalf("the command ran %d times: %q", len(got), got)
+			}
+		})
+	}
+}
+
+func shellQuoteTest(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -288,8 +288,8 @@ func (s *sshTarget) lookup(ctx context.Context, id activity.ExecutionID) Outcome
 		}
 		return o
 	case marker.Absent:
-		return Outcome{State: activity.StateFailed, Result: textJSON(true, fmt.Sprintf("Execution %s never started on the host (no marker). Nothing happened; calling again will run it.", id)),
-			Reason: "the host has no marker for it: the command never started"}
+		return Outcome{State: activity.StateUnknown, NeverStarted: true,
+			Reason: "the host has no marker for it: the command has not started"}
 	case marker.Running:
 		return Outcome{State: activity.StateUnknown, Reason: fmt.Sprintf("still running on the host (pid %d, started %s)", rec.PID, rec.StartedAt.Format("15:04:05"))}
 	}

@@ -80,6 +80,9 @@ func Run(dir, id, workdir string, argv []string, stdout, stderr io.Writer) (int,
 	if len(argv) == 0 {
 		return 0, errors.New("no command to run")
 	}
+	// Before anything else: a refusal written to a dropped session must
+	// still exit 125, not die of SIGPIPE.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	claim, state, err := paths(dir, id)
 	if err != nil {
 		return 0, err
@@ -98,7 +101,6 @@ func Run(dir, id, workdir string, argv []string, stdout, stderr io.Writer) (int,
 	if err := syncDir(dir); err != nil {
 		return 0, err
 	}
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = workdir
