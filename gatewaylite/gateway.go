@@ -42,6 +42,9 @@ type Gateway struct {
 	runs     *runTracker
 	inflight inflight
 	results  resultCache
+	// lookups keeps the last inconclusive lookup of an unknown execution
+	// (e.g. "still running on the host"), so a retry is told what is known.
+	lookups  sync.Map
 	delivery *deliveries
 	auth     *authenticator
 	events   *mcp.MemoryEventStore

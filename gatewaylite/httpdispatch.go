@@ -33,6 +33,8 @@ type Outcome struct {
 	// that refuses to start one execution id twice (the SSH marker), so
 	// sending it again under the same id cannot make it act twice.
 	NeverStarted bool
+	// Running: a lookup found the action under way on the target.
+	Running bool
 }
 
 // maxResultBytes bounds how much of a target's response is kept.

@@ -45,8 +45,10 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 	}
 	if out.State == activity.StateUnknown {
 		g.log.Info("status lookup inconclusive", "execution", exec.ID, "reason", out.Reason)
+		g.lookups.Store(exec.ID, out)
 		return exec
 	}
+	g.lookups.Delete(exec.ID)
 	return g.recordOutcome(ctx, exec, out, "recovered by lookup: ")
 }
 

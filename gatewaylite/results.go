@@ -45,6 +45,10 @@ func (g *Gateway) respond(e activity.Execution, rec Recovery, replayed bool) ans
 	case activity.StateDispatched, activity.StateAuthorized:
 		res = textResult(false, "Execution %s is in progress (dispatched %s). Do not retry: call again later with the same arguments to receive its result.", e.ID, timeText(e.Times.Dispatched))
 	case activity.StateUnknown:
+		if v, ok := g.lookups.Load(e.ID); ok && v.(Outcome).Running {
+			res = textResult(false, "Execution %s is in progress: %s. Do not retry: call again later with the same arguments to receive its result.", e.ID, v.(Outcome).Reason)
+			break
+		}
 		res = textResult(false, "Execution %s was sent to the target but its outcome is unknown (%s). Do not retry: the gateway is resolving it; call again later with the same arguments.", e.ID, e.Error)
 	case activity.StatePendingVerification:
 		res = textResult(false, "Execution %s is awaiting verification: it was sent to the target at %s and the outcome is unknown. It will not be sent again until an operator verifies it. Do not retry.", e.ID, timeText(e.Times.Dispatched))

@@ -169,7 +169,7 @@ func TestSSHChangedHostKeyRefused(t *testing.T) {
 func TestSSHDropAfterStart(t *testing.T) {
 	h := newSSHHarness(t, "")
 	cs := h.connect("2025-06-18", false)
-	args := map[string]any{"line": "deploy r-881", "pause": "1"}
+	args := map[string]any{"line": "deploy r-881", "pause": "2"}
 	h.proxy.CutNext(400 * time.Millisecond)
 	first := mustCall(t, cs, "append_line", args, nil)
 	m := execMeta(t, first)
@@ -179,11 +179,13 @@ func TestSSHDropAfterStart(t *testing.T) {
 	}
 	var res = first
 	deadline := time.Now().Add(15 * time.Second)
+	sawRunning := false
 	for {
 		res = mustCall(t, cs, "append_line", args, nil)
 		if execMeta(t, res)["id"] != string(id) {
 			t.Fatalf("the retry made a new execution: %+v", execMeta(t, res))
 		}
+		sawRunning = sawRunning || strings.Contains(resultText(res), "in progress: still running on the host (pid ")
 		if e, _ := h.store.Execution(ctx, id); e.Outcome == activity.OutcomeSuccess {
 			break
 		}
@@ -192,6 +194,9 @@ func TestSSHDropAfterStart(t *testing.T) {
 			t.Fatalf("never recovered: %+v", e)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+	if !sawRunning {
+		t.Error("no retry while the command ran was told it is in progress on the host")
 	}
 	e, _ := h.store.Execution(ctx, id)
 	if e.ExitCode != activity.Some(0) || !strings.Contains(resultText(res), "appended") {

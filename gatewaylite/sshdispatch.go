@@ -291,7 +291,7 @@ func (s *sshTarget) lookup(ctx context.Context, id activity.ExecutionID) Outcome
 		return Outcome{State: activity.StateUnknown, NeverStarted: true,
 			Reason: "the host has no marker for it: the command has not started"}
 	case marker.Running:
-		return Outcome{State: activity.StateUnknown, Reason: fmt.Sprintf("still running on the host (pid %d, started %s)", rec.PID, rec.StartedAt.Format("15:04:05"))}
+		return Outcome{State: activity.StateUnknown, Running: true, Reason: fmt.Sprintf("still running on the host (pid %d, started %s)", rec.PID, rec.StartedAt.Format("15:04:05"))}
 	}
 	return Outcome{State: activity.StateUnknown, Reason: "the host's marker shows it started and its process is gone without an end: verify on the host"}
 }
