@@ -18,8 +18,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Marshal encodes v with encoding/json and returns its canonical form.
@@ -40,10 +42,12 @@ func Transform(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("canon: invalid UTF-8")
 	}
-	p := parser{data: data}
+	p := parsers.Get().(*parser)
+	defer p.release()
+	p.data = data
 	out := bytes.NewBuffer(make([]byte, 0, len(data)))
 	p.skipSpace()
-	if err := p.value(out, nil, 0); err != nil {
+	if err := p.value(out, 0); err != nil {
 		return nil, err
 	}
 	p.skipSpace()
@@ -59,12 +63,85 @@ const maxDepth = 512
 // parser is a single-pass JSON reader that writes the canonical form as it
 // goes; only object members are buffered, to be sorted.
 type parser struct {
-	data []byte
-	pos  int
+	data   []byte
+	pos    int
+	path   []segment // where the parser is, for errors
+	levels []*level  // member buffers, one per object depth
 }
 
-func (p *parser) errorf(path pointer, format string, args ...any) error {
-	return fmt.Errorf("canon: at %s (byte %d): %s", path, p.pos, fmt.Sprintf(format, args...))
+// parsers keeps parsers with their member buffers between documents: a
+// log writer transforms every record it appends.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// release returns p to the pool, dropping every reference into the
+// document so the pool does not keep it alive.
+func (p *parser) release() {
+	p.data, p.pos, p.path = nil, 0, p.path[:0]
+	for _, lv := range p.levels {
+		clear(lv.members[:cap(lv.members)])
+		clear(lv.seen)
+		if lv.scratch.Cap() > 1<<20 {
+			lv.scratch = bytes.Buffer{} // do not pin a huge document's buffer
+		}
+	}
+	parsers.Put(p)
+}
+
+// segment is one step of the path: a member name, or an array index when
+// index >= 0.
+type segment struct {
+	key   string
+	index int
+}
+
+type member struct {
+	key        string
+	start, end int // value bytes in the level's scratch
+}
+
+type level struct {
+	scratch bytes.Buffer
+	members []member
+	seen    map[string]bool // only for objects of more than 8 members
+}
+
+// pointer renders the path as a JSON Pointer.
+func (p *parser) pointer() pointer {
+	ptr := make(pointer, len(p.path))
+	for i, s := range p.path {
+		if s.index >= 0 {
+			ptr[i] = strconv.Itoa(s.index)
+		} else {
+			ptr[i] = s.key
+		}
+	}
+	return ptr
+}
+
+// canonicalInteger reports whether lit is an integer already in canonical
+// form (no sign but a leading minus, no leading zero, no fraction or
+// exponent, not -0, at most 40 digits, past which Number switches to
+// scientific notation), which Number would return unchanged.
+func canonicalInteger(lit []byte) bool {
+	if len(lit) > 0 && lit[0] == '-' {
+		lit = lit[1:]
+		if len(lit) == 1 && lit[0] == '0' {
+			return false
+		}
+	}
+	if len(lit) == 0 || len(lit) > 40 || len(lit) > 1 && lit[0] == '0' {
+		return false
+	}
+	for _, c := range lit {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("canon: at %s (byte %d): %s", p.pointer(), p.pos, fmt.Sprintf(format, args...))
 }
 
 func (p *parser) skipSpace() {
@@ -78,32 +155,41 @@ func (p *parser) skipSpace() {
 	}
 }
 
-func (p *parser) value(out *bytes.Buffer, path pointer, depth int) error {
+func (p *parser) value(out *bytes.Buffer, depth int) error {
 	if depth > maxDepth {
-		return p.errorf(path, "nested deeper than %d", maxDepth)
+		return p.errorf("nested deeper than %d", maxDepth)
 	}
 	if p.pos >= len(p.data) {
-		return p.errorf(path, "unexpected end of input")
+		return p.errorf("unexpected end of input")
 	}
 	switch c := p.data[p.pos]; {
 	case c == '{':
-		return p.object(out, path, depth)
+		return p.object(out, depth)
 	case c == '[':
-		return p.array(out, path, depth)
+		return p.array(out, depth)
 	case c == '"':
-		s, err := p.str(path)
+		start := p.pos
+		s, err := p.str()
 		if err != nil {
 			return err
 		}
-		writeString(out, s)
+		if raw := p.data[start:p.pos]; len(raw) == len(s)+2 {
+			out.Write(raw) // no escapes: already canonical
+		} else {
+			writeString(out, s)
+		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		start := p.pos
 		for p.pos < len(p.data) && strings.IndexByte("+-.eE0123456789", p.data[p.pos]) >= 0 {
 			p.pos++
 		}
+		if lit := p.data[start:p.pos]; canonicalInteger(lit) {
+			out.Write(lit)
+			return nil
+		}
 		n, err := Number(string(p.data[start:p.pos]))
 		if err != nil {
-			return p.errorf(path, "%v", err)
+			return p.errorf("%v", err)
 		}
 		out.WriteString(n)
 	default:
@@ -114,90 +200,105 @@ func (p *parser) value(out *bytes.Buffer, path pointer, depth int) error {
 				return nil
 			}
 		}
-		return p.errorf(path, "invalid character %q", c)
+		return p.errorf("invalid character %q", c)
 	}
 	return nil
 }
 
-func (p *parser) object(out *bytes.Buffer, path pointer, depth int) error {
+func (p *parser) object(out *bytes.Buffer, depth int) error {
 	p.pos++ // {
-	type member struct {
-		key        string
-		start, end int // value bytes in scratch
-	}
-	var members []member
-	var seen map[string]bool // only for large objects
-	var scratch bytes.Buffer
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		out.WriteString("{}")
 		return nil
 	}
+	// Members are buffered to be sorted; the buffers are the parser's,
+	// one per depth, so a document costs a few allocations, not one per
+	// object.
+	for len(p.levels) <= depth {
+		p.levels = append(p.levels, &level{})
+	}
+	lv := p.levels[depth]
+	lv.scratch.Reset()
+	lv.members = lv.members[:0]
+	clear(lv.seen)
+	sorted := true
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return p.errorf(path, "expected a member name")
+			return p.errorf("expected a member name")
 		}
-		key, err := p.str(path)
+		key, err := p.str()
 		if err != nil {
 			return err
 		}
-		if seen == nil && len(members) >= 8 {
-			seen = make(map[string]bool, 2*len(members))
-			for _, m := range members {
-				seen[m.key] = true
+		if len(lv.members) == 8 {
+			if lv.seen == nil {
+				lv.seen = make(map[string]bool, 16)
+			}
+			for _, m := range lv.members {
+				lv.seen[m.key] = true
 			}
 		}
-		dup := seen[key]
-		for i := 0; seen == nil && i < len(members); i++ {
-			dup = dup || members[i].key == key
+		dup := false
+		if len(lv.members) >= 8 {
+			dup = lv.seen[key]
+			lv.seen[key] = true
+		} else {
+			for _, m := range lv.members {
+				dup = dup || m.key == key
+			}
 		}
 		if dup {
-			return p.errorf(path, "duplicate member %q", key)
+			return p.errorf("duplicate member %q", key)
 		}
-		if seen != nil {
-			seen[key] = true
+		if n := len(lv.members); n > 0 && compareUTF16(lv.members[n-1].key, key) > 0 {
+			sorted = false
 		}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return p.errorf(path, "expected ':' after member %q", key)
+			return p.errorf("expected ':' after member %q", key)
 		}
 		p.pos++
 		p.skipSpace()
-		start := scratch.Len()
-		if err := p.value(&scratch, path.push(key), depth+1); err != nil {
+		start := lv.scratch.Len()
+		p.path = append(p.path, segment{key: key, index: -1})
+		if err := p.value(&lv.scratch, depth+1); err != nil {
 			return err
 		}
-		members = append(members, member{key, start, scratch.Len()})
+		p.path = p.path[:len(p.path)-1]
+		lv.members = append(lv.members, member{key, start, lv.scratch.Len()})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return p.errorf(path, "unexpected end of input in object")
+			return p.errorf("unexpected end of input in object")
 		}
 		if p.data[p.pos] == '}' {
 			p.pos++
 			break
 		}
 		if p.data[p.pos] != ',' {
-			return p.errorf(path, "expected ',' or '}' after member %q", key)
+			return p.errorf("expected ',' or '}' after member %q", key)
 		}
 		p.pos++
 	}
-	slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.key, b.key) })
+	if !sorted {
+		slices.SortFunc(lv.members, func(a, b member) int { return compareUTF16(a.key, b.key) })
+	}
 	out.WriteByte('{')
-	for i, m := range members {
+	for i, m := range lv.members {
 		if i > 0 {
 			out.WriteByte(',')
 		}
 		writeString(out, m.key)
 		out.WriteByte(':')
-		out.Write(scratch.Bytes()[m.start:m.end])
+		out.Write(lv.scratch.Bytes()[m.start:m.end])
 	}
 	out.WriteByte('}')
 	return nil
 }
 
-func (p *parser) array(out *bytes.Buffer, path pointer, depth int) error {
+func (p *parser) array(out *bytes.Buffer, depth int) error {
 	p.pos++ // [
 	out.WriteByte('[')
 	p.skipSpace()
@@ -211,12 +312,14 @@ func (p *parser) array(out *bytes.Buffer, path pointer, depth int) error {
 			out.WriteByte(',')
 		}
 		p.skipSpace()
-		if err := p.value(out, path.push(strconv.Itoa(i)), depth+1); err != nil {
+		p.path = append(p.path, segment{index: i})
+		if err := p.value(out, depth+1); err != nil {
 			return err
 		}
+		p.path = p.path[:len(p.path)-1]
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return p.errorf(path, "unexpected end of input in array")
+			return p.errorf("unexpected end of input in array")
 		}
 		if p.data[p.pos] == ']' {
 			p.pos++
@@ -224,7 +327,7 @@ func (p *parser) array(out *bytes.Buffer, path pointer, depth int) error {
 			return nil
 		}
 		if p.data[p.pos] != ',' {
-			return p.errorf(path, "expected ',' or ']' in array")
+			return p.errorf("expected ',' or ']' in array")
 		}
 		p.pos++
 	}
@@ -232,14 +335,17 @@ func (p *parser) array(out *bytes.Buffer, path pointer, depth int) error {
 
 // str reads a JSON string starting at its opening quote and returns its
 // value. Raw control characters and lone surrogates are errors.
-func (p *parser) str(path pointer) (string, error) {
+func (p *parser) str() (string, error) {
 	p.pos++ // opening quote
 	start := p.pos
 	// Fast path: no escapes.
 	for p.pos < len(p.data) {
 		c := p.data[p.pos]
 		if c == '"' {
-			s := string(p.data[start:p.pos])
+			// No copy: the string lives only while the document is
+			// parsed (keys to sort, values to write), and data is not
+			// changed meanwhile.
+			s := unsafe.String(unsafe.SliceData(p.data[start:p.pos]), p.pos-start)
 			p.pos++
 			return s, nil
 		}
@@ -247,7 +353,7 @@ func (p *parser) str(path pointer) (string, error) {
 			break
 		}
 		if c < 0x20 {
-			return "", p.errorf(path, "control character in string")
+			return "", p.errorf("control character in string")
 		}
 		p.pos++
 	}
@@ -260,7 +366,7 @@ func (p *parser) str(path pointer) (string, error) {
 			p.pos++
 			return b.String(), nil
 		case c < 0x20:
-			return "", p.errorf(path, "control character in string")
+			return "", p.errorf("control character in string")
 		case c != '\\':
 			b.WriteByte(c)
 			p.pos++
@@ -285,24 +391,24 @@ func (p *parser) str(path pointer) (string, error) {
 		case 't':
 			b.WriteByte('\t')
 		case 'u':
-			r, err := p.unicodeEscape(path)
+			r, err := p.unicodeEscape()
 			if err != nil {
 				return "", err
 			}
 			b.WriteRune(r)
 		default:
-			return "", p.errorf(path, "invalid escape \\%c", esc)
+			return "", p.errorf("invalid escape \\%c", esc)
 		}
 	}
-	return "", p.errorf(path, "unterminated string")
+	return "", p.errorf("unterminated string")
 }
 
 // unicodeEscape reads the hex digits after \u (and a following low
 // surrogate escape when the first is a high surrogate).
-func (p *parser) unicodeEscape(path pointer) (rune, error) {
+func (p *parser) unicodeEscape() (rune, error) {
 	r, ok := p.hex4()
 	if !ok {
-		return 0, p.errorf(path, "invalid \\u escape")
+		return 0, p.errorf("invalid \\u escape")
 	}
 	if !utf16.IsSurrogate(r) {
 		return r, nil
@@ -315,7 +421,7 @@ func (p *parser) unicodeEscape(path pointer) (rune, error) {
 			}
 		}
 	}
-	return 0, p.errorf(path, "lone surrogate in \\u escape")
+	return 0, p.errorf("lone surrogate in \\u escape")
 }
 
 func (p *parser) hex4() (rune, bool) {
@@ -506,8 +612,6 @@ func skipDigits(s string, i int) int {
 // pointer is the JSON Pointer (RFC 6901) of the value being read; it is
 // only rendered when an error names it.
 type pointer []string
-
-func (p pointer) push(token string) pointer { return append(p[:len(p):len(p)], token) }
 
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
