@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // maxLine bounds one line (an OTLP batch, a HAR document): past it the
@@ -46,14 +47,16 @@ type lines struct {
 	stored int64
 }
 
+// countingReader counts bytes read; the count is atomic because progress
+// is reported by the writer while a decoder goroutine reads ahead.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
@@ -82,7 +85,7 @@ func openLines(path string) (*lines, error) {
 func (l *lines) Close() error { return l.f.Close() }
 
 // Read is the stored (possibly compressed) bytes consumed so far.
-func (l *lines) Read() int64 { return l.count.n }
+func (l *lines) Read() int64 { return l.count.n.Load() }
 
 // Next returns the next line without its line end (LF or CRLF). The slice
 // is valid until the next call. It returns io.EOF after the last line; a
@@ -171,4 +174,87 @@ func eachLine(ctx context.Context, in *lines, k *sink, fn func(n int64, line []b
 		}
 		k.tick()
 	}
+}
+
+// decoded is one line parsed ahead of the writer.
+type decoded[T any] struct {
+	line  int64
+	v     T
+	err   error // parse error: the line is bad
+	ioErr error // reading failed: the import fails
+}
+
+// decodeAhead reads lines and parses them on another goroutine, in
+// batches, while apply runs on the caller's goroutine in line order: on
+// two cores JSON decoding overlaps the writer's SQLite work. Blank lines
+// are skipped. apply may return errStop to end early. At most 8 batches
+// of batch lines are held: size batch by how big a parsed line is.
+func decodeAhead[T any](ctx context.Context, in *lines, k *sink, batch int, parse func(line []byte) (T, error), apply func(n int64, v T, err error) error) error {
+	size := batch
+	batches := make(chan []decoded[T], 8)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(batches)
+		batch := make([]decoded[T], 0, size)
+		send := func() bool {
+			select {
+			case batches <- batch:
+				batch = make([]decoded[T], 0, size)
+				return true
+			case <-done:
+				return false
+			}
+		}
+		for {
+			line, err := in.Next()
+			if errors.Is(err, io.EOF) {
+				send()
+				return
+			}
+			d := decoded[T]{line: in.Line(), ioErr: err}
+			if err == nil {
+				if len(bytes.TrimSpace(line)) == 0 {
+					continue
+				}
+				d.v, d.err = parse(line)
+			}
+			batch = append(batch, d)
+			if (len(batch) == cap(batch) || err != nil) && !send() {
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for batch := range batches {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if d.ioErr != nil {
+				return k.fail(d.line, d.ioErr)
+			}
+			if err := apply(d.line, d.v, d.err); err != nil {
+				if errors.Is(err, errStop) {
+					return nil
+				}
+				return err
+			}
+			k.tick()
+		}
+	}
+	return ctx.Err()
+}
+
+// Peek returns up to n bytes ahead without consuming them.
+func (l *lines) Peek(n int) ([]byte, error) { return l.r.Peek(n) }
+
+// firstLine is b up to its first line end.
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i]
+	}
+	return b
 }

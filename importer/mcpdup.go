@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -35,73 +34,38 @@ func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
 	if _, _, err := readHeader(in, k); err != nil {
 		return err
 	}
-	// Reading and decoding run ahead of the writer on another goroutine:
-	// on two cores the JSON work and the SQLite work overlap.
-	batches := make(chan []parsed, 8)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		defer close(batches)
-		batch := make([]parsed, 0, 256)
-		send := func() bool {
-			select {
-			case batches <- batch:
-				batch = make([]parsed, 0, 256)
-				return true
-			case <-done:
-				return false
-			}
+	return decodeAhead(ctx, in, k, 256, func(line []byte) (parsed, error) {
+		var p parsed
+		if bytes.HasPrefix(line, []byte(`{"checkpoint":`)) {
+			p.checkpoint = true
+			return p, nil
 		}
-		for {
-			line, err := in.Next()
-			if errors.Is(err, io.EOF) {
-				send()
-				return
-			}
-			p := parsed{line: in.Line()}
-			switch {
-			case err != nil:
-				p.ioErr = err
-			case bytes.HasPrefix(line, []byte(`{"checkpoint":`)):
-				continue
-			default:
-				p.rec, p.err = activity.ParseRecord(line)
-				if p.err == nil {
-					p.ev, p.evErr = p.rec.Event()
-				}
-			}
-			batch = append(batch, p)
-			if (len(batch) == cap(batch) || err != nil) && !send() {
-				return
-			}
-			if err != nil {
-				return
-			}
+		p.rec, p.err = activity.ParseRecord(line)
+		if p.err == nil {
+			p.ev, p.evErr = p.rec.Event()
 		}
-	}()
-	for batch := range batches {
-		if err := ctx.Err(); err != nil {
+		return p, nil
+	}, func(n int64, p parsed, _ error) error {
+		if p.checkpoint {
+			return nil
+		}
+		p.line = n
+		if err := d.apply(k, p); err != nil {
 			return err
 		}
-		for _, p := range batch {
-			if err := d.apply(k, p); err != nil {
-				return err
-			}
-			k.count()
-			k.tick()
-		}
-	}
-	return nil
+		k.count()
+		return nil
+	})
 }
 
 // parsed is one export line, decoded ahead of the writer.
 type parsed struct {
-	line  int64
-	rec   activity.Record
-	ev    any
-	ioErr error // reading the file
-	err   error // the envelope
-	evErr error // the record's data
+	line       int64
+	rec        activity.Record
+	ev         any
+	err        error // the envelope
+	evErr      error // the record's data
+	checkpoint bool  // a checkpoint line: verified already, not imported
 }
 
 // verify checks the whole export before anything is written: an altered
@@ -167,9 +131,6 @@ func readHeader(in *lines, k *sink) (audit.ExportHeader, []byte, error) {
 // read without re-encoding it.
 func (d *ownExport) apply(k *sink, p parsed) error {
 	n, rec, ev := p.line, p.rec, p.ev
-	if p.ioErr != nil {
-		return k.fail(n, p.ioErr)
-	}
 	if p.err != nil {
 		return k.bad(n, "", p.err)
 	}

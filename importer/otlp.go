@@ -191,32 +191,44 @@ func (d *otlp) note() string {
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	d.traces, d.runs = map[string]*otlpTrace{}, map[string]activity.RunID{}
-	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
-		single := false
-		if n == 1 && string(bytes.TrimSpace(line)) == "{" {
-			// One pretty-printed document rather than JSON Lines.
-			rest, err := in.Rest(maxLine)
-			if err != nil {
-				return k.fail(n, err)
-			}
-			line, single = append(append([]byte(nil), line...), rest...), true
+	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
+		return d.document(in, k)
+	}
+	// JSON Lines (the collector's file exporter): decoded ahead of the
+	// writer on another goroutine, a few lines at a time (a line is a
+	// batch of spans).
+	err := decodeAhead(ctx, in, k, 2, func(line []byte) (*otlpDoc, error) {
+		doc := new(otlpDoc)
+		if err := json.Unmarshal(line, doc); err != nil {
+			return nil, fmt.Errorf("not an OTLP/JSON TracesData object: %w", err)
 		}
-		var doc otlpDoc
-		if err := json.Unmarshal(line, &doc); err != nil {
-			return k.bad(n, "", fmt.Errorf("not an OTLP/JSON TracesData object: %w", err))
+		return doc, nil
+	}, func(n int64, doc *otlpDoc, err error) error {
+		if err != nil {
+			return k.bad(n, "", err)
 		}
-		if err := d.add(k, n, &doc); err != nil {
+		if err := d.add(k, n, doc); err != nil {
 			return err
 		}
-		if err := d.flush(k, n-otlpLookback); err != nil {
-			return err
-		}
-		if single {
-			return errStop
-		}
-		return nil
+		return d.flush(k, n-otlpLookback)
 	})
 	if err != nil {
+		return err
+	}
+	return d.flush(k, 1<<62)
+}
+
+// document imports one pretty-printed TracesData document.
+func (d *otlp) document(in *lines, k *sink) error {
+	data, err := in.Rest(maxLine)
+	if err != nil {
+		return k.fail(1, err)
+	}
+	var doc otlpDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return k.bad(1, "", fmt.Errorf("not an OTLP/JSON TracesData object: %w", err))
+	}
+	if err := d.add(k, 1, &doc); err != nil {
 		return err
 	}
 	return d.flush(k, 1<<62)
