@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
@@ -361,3 +363,57 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 }
 
 func shellQuoteTest(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestSSHPinnedByFingerprint: the host key pinned as a SHA256 fingerprint
+// works like the key line; another fingerprint refuses the call.
+func TestSSHPinnedByFingerprint(t *testing.T) {
+	sshd := gatewaytest.StartSSHD(t)
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(sshd.HostKeyLine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		pin  string
+		runs bool
+	}{{ssh.FingerprintSHA256(key), true}, {"SHA256:" + strings.Repeat("A", 43), false}} {
+		proxy := gatewaytest.NewTCPProxy(sshd.Addr)
+		t.Cleanup(proxy.Close)
+		extra, effect := sshTools(t, sshd, proxy.Port(), c.pin)
+		h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+		res := mustCall(t, h.connect("2025-06-18", false), "append_line", map[string]any{"line": "x", "pause": "0"}, nil)
+		e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
+		if ran := len(h.lines()) == 1; ran != c.runs || c.runs != (e.Outcome == activity.OutcomeSuccess) || !strings.Contains(e.Target, c.pin) {
+			t.Fatalf("pin %s: ran %v, execution %+v", c.pin, ran, e)
+		}
+	}
+}
+
+// TestSSHTimeoutThenMarker: a marked command that outlives the tool's
+// timeout is not killed and not sent again: the call answers in progress
+// (outcome unknown), and once the command ends the retry gets its result.
+func TestSSHTimeoutThenMarker(t *testing.T) {
+	sshd := gatewaytest.StartSSHD(t)
+	proxy := gatewaytest.NewTCPProxy(sshd.Addr)
+	t.Cleanup(proxy.Close)
+	extra, effect := sshTools(t, sshd, proxy.Port(), sshd.HostKeyLine)
+	extra = strings.Replace(extra, `timeout = "5s"`, `timeout = "1s"`, 1)
+	h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
+	cs := h.connect("2025-06-18", false)
+	args := map[string]any{"line": "long job", "pause": "2"}
+	first := mustCall(t, cs, "append_line", args, nil)
+	id := activity.ExecutionID(execMeta(t, first)["id"].(string))
+	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateUnknown || !strings.Contains(resultText(first), "in progress") {
+		t.Fatalf("after the timeout: %s %q", e.State, resultText(first))
+	}
+	var res = first
+	waitFor(t, func() bool {
+		res = mustCall(t, cs, "append_line", args, nil)
+		return strings.Contains(resultText(res), "appended")
+	}, "the retry to get the command's result")
+	if m := execMeta(t, res); m["id"] != string(id) || m["replayed"] != true {
+		t.Fatalf("retry: %v", m)
+	}
+	if got := h.lines(); len(got) != 1 {
+		t.Fatalf("the command ran %d times", len(got))
+	}
+}
