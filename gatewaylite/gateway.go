@@ -196,6 +196,11 @@ func (f *inflight) begin(id activity.ExecutionID) func() {
 	if f.done == nil {
 		f.done = map[activity.ExecutionID]chan struct{}{}
 	}
+	if _, ok := f.done[id]; ok {
+		// Already begun by this goroutine's caller (a resend inside
+		// execute): the outer end closes it.
+		return func() {}
+	}
 	ch := make(chan struct{})
 	f.done[id] = ch
 	return func() {
