@@ -172,7 +172,7 @@ func TestSSHDropAfterStart(t *testing.T) {
 	h := newSSHHarness(t, "")
 	cs := h.connect("2025-06-18", false)
 	args := map[string]any{"line": "deploy r-881", "pause": "2"}
-	h.proxy.CutNext(400 * time.Millisecond)
+	h.proxy.CutNext(800 * time.Millisecond)
 	first := mustCall(t, cs, "append_line", args, nil)
 	m := execMeta(t, first)
 	id := activity.ExecutionID(m["id"].(string))
@@ -315,7 +315,7 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 			proxy := gatewaytest.NewTCPProxy(sshd.Addr)
 			t.Cleanup(proxy.Close)
 			extra, effect := sshTools(t, sshd, proxy.Port(), sshd.HostKeyLine)
-			// The first "marker run" sleeps 1 s; then it exits without
+			// The first "marker run" sleeps 2 s; then it exits without
 			// running the helper, or runs it and records its exit code.
 			dir := filepath.Dir(effect)
 			then := "exit 1"
@@ -323,7 +323,7 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 				then = `"$real" "$@"; echo $? > "$flag.late"; exit 0`
 			}
 			wrapper := filepath.Join(dir, "slow-helper")
-			script := fmt.Sprintf("#!/bin/sh\nreal=%s\nflag=%s\nif [ \"$2\" = run ] && [ ! -e \"$flag\" ]; then : > \"$flag\"; sleep 1; %s; fi\nexec \"$real\" \"$@\"\n",
+			script := fmt.Sprintf("#!/bin/sh\nreal=%s\nflag=%s\nif [ \"$2\" = run ] && [ ! -e \"$flag\" ]; then : > \"$flag\"; sleep 2; %s; fi\nexec \"$real\" \"$@\"\n",
 				shellQuoteTest(helper(t)), shellQuoteTest(filepath.Join(dir, "first")), then)
 			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 				t.Fatal(err)
@@ -332,7 +332,7 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 			h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
 			cs := h.connect("2025-06-18", false)
 
-			proxy.CutNext(300 * time.Millisecond)
+			proxy.CutNext(700 * time.Millisecond)
 			res := mustCall(t, cs, "append_line", map[string]any{"line": "restart web-7", "pause": "0"}, nil)
 			id := activity.ExecutionID(execMeta(t, res)["id"].(string))
 			e, _ := h.store.Execution(ctx, id)
@@ -353,7 +353,7 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 					t.Fatalf("the late first send exited %q, want the helper's refusal 125", b)
 				}
 			} else {
-				time.Sleep(1200 * time.Millisecond) // the first send's wrapper has given up
+				time.Sleep(2200 * time.Millisecond) // the first send's wrapper has given up
 			}
 			if got := h.lines(); len(got) != 1 || got[0] != "restart web-7" {
 				t.Fatalf("the command ran %d times: %q", len(got), got)
