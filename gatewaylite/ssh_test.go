@@ -95,7 +95,8 @@ port = %d
 user = %q
 host_key = %q
 credential_ref = "host-key"
-command = ["sh", "-c", "printf '%%s\\n' \"$1\" >> \"$2\"; exit \"$3\"", "sh", "{line}", %q, "{code}"]
+command = ["sh", "-c", "sleep \"$4\"; printf '%%s\\n' \"$1\" >> \"$2\"; exit \"$3\"", "sh", "{line}", %q, "{code}", "{pause}"]
+defaults = { pause = "0" }
 timeout = "5s"
 `, sshd.UserKeyFile, port, sshd.User, hostKey, effect, dir, filepath.Join(dir, "markers"), helper(t),
 		port, sshd.User, hostKey, effect)
@@ -413,6 +414,39 @@ func TestSSHTimeoutThenMarker(t *testing.T) {
 	if m := execMeta(t, res); m["id"] != string(id) || m["replayed"] != true {
 		t.Fatalf("retry: %v", m)
 	}
+	if got := h.lines(); len(got) != 1 {
+		t.Fatalf("the command ran %d times", len(got))
+	}
+}
+
+// TestSSHUnmarkedDropNeedsVerification: without a marker nothing on the
+// host can say what happened after a drop, so the tool is
+// blocked_after_unknown: the execution waits for an operator, retries are
+// told so and nothing is sent again; the operator's verification answers
+// the next retry.
+func TestSSHUnmarkedDropNeedsVerification(t *testing.T) {
+	h := newSSHHarness(t, "")
+	cs := h.connect("2025-06-18", false)
+	args := map[string]any{"line": "rotate keys", "code": "0", "pause": "2"}
+	h.proxy.CutNext(800 * time.Millisecond)
+	first := mustCall(t, cs, "append_unmarked", args, nil)
+	id := activity.ExecutionID(execMeta(t, first)["id"].(string))
+	if e, _ := h.store.Execution(ctx, id); e.State != activity.StatePendingVerification || e.Contract != activity.ContractBlockedAfterUnknown {
+		t.Fatalf("after the cut: %s %s", e.State, e.Contract)
+	}
+	retry := mustCall(t, cs, "append_unmarked", args, nil)
+	if m := execMeta(t, retry); m["id"] != string(id) || m["state"] != "pending_verification" || !strings.Contains(resultText(retry), "will not be sent again") {
+		t.Fatalf("retry: %v %s", m, resultText(retry))
+	}
+	waitFor(t, func() bool { return len(h.lines()) == 1 }, "the command to finish on the host")
+	if _, _, err := h.store.Resolve(ctx, activity.Resolution{ExecutionID: id, Outcome: activity.ResolutionVerified, Operator: "alice", Note: "line present on the host"}); err != nil {
+		t.Fatal(err)
+	}
+	after := mustCall(t, cs, "append_unmarked", args, nil)
+	if m := execMeta(t, after); m["id"] != string(id) || !strings.Contains(resultText(after), "verified by an operator") {
+		t.Fatalf("after verification: %v %s", m, resultText(after))
+	}
+	time.Sleep(300 * time.Millisecond)
 	if got := h.lines(); len(got) != 1 {
 		t.Fatalf("the command ran %d times", len(got))
 	}
