@@ -81,7 +81,7 @@ port = %d
 user = %q
 host_key = %q
 credential_ref = "host-key"
-command = ["sh", "-c", "sleep \"$2\"; printf '%%s\\n' \"$1\" >> \"$3\"; echo appended", "sh", "{line}", "{pause}", %q]
+command = ["sh", "-c", "sleep \"$2\"; printf '%%s\\n' \"$1\" >> \"$3\"; echo appended in \"$(pwd)\"", "sh", "{line}", "{pause}", %q]
 workdir = %q
 marker_dir = %q
 helper = %q
@@ -95,12 +95,23 @@ port = %d
 user = %q
 host_key = %q
 credential_ref = "host-key"
-command = ["sh", "-c", "sleep \"$4\"; printf '%%s\\n' \"$1\" >> \"$2\"; exit \"$3\"", "sh", "{line}", %q, "{code}", "{pause}"]
+command = ["sh", "-c", "sleep \"$4\"; printf '%%s\\n' \"$1\" >> \"$2\"; pwd; exit \"$3\"", "sh", "{line}", %q, "{code}", "{pause}"]
 defaults = { pause = "0" }
+workdir = %q
 timeout = "5s"
 `, sshd.UserKeyFile, port, sshd.User, hostKey, effect, dir, filepath.Join(dir, "markers"), helper(t),
-		port, sshd.User, hostKey, effect)
+		port, sshd.User, hostKey, effect, unmarkedWorkdir(t, dir))
 	return config, effect
+}
+
+// unmarkedWorkdir is the unmarked tool's working directory: a name with a
+// space and a quote, which the remote shell must receive as one word.
+func unmarkedWorkdir(t *testing.T, dir string) string {
+	w := filepath.Join(dir, "w o'rk")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func (h *sshHarness) lines() []string {
@@ -120,7 +131,7 @@ func TestSSHRunsCommandOnce(t *testing.T) {
 	cs := h.connect("2025-06-18", false)
 	nasty := "a; touch " + h.effect + ".pwned $(id) `id` \"q\" 'r'\nsecond"
 	res := mustCall(t, cs, "append_line", map[string]any{"line": nasty, "pause": "0"}, nil)
-	if res.IsError || !strings.Contains(resultText(res), "appended") {
+	if res.IsError || !strings.Contains(resultText(res), "appended in "+filepath.Dir(h.effect)) {
 		t.Fatalf("result: %+v %s", res, resultText(res))
 	}
 	if got := h.lines(); len(got) != 2 || got[0]+"\n"+got[1] != nasty {
@@ -149,6 +160,9 @@ func TestSSHExitCodeAndUnmarked(t *testing.T) {
 	e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
 	if !res.IsError || e.ExitCode != activity.Some(3) || e.Outcome != activity.OutcomeFailure {
 		t.Fatalf("exit 3: %+v", e)
+	}
+	if want := filepath.Join(filepath.Dir(h.effect), "w o'rk"); !strings.Contains(resultText(res), want) || !strings.HasSuffix(e.Method, " in "+want) {
+		t.Fatalf("ran in %q (method %q), want %q", resultText(res), e.Method, want)
 	}
 }
 
