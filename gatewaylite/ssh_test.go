@@ -1,6 +1,7 @@
 package gatewaylite_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
@@ -463,5 +465,56 @@ func TestSSHUnmarkedDropNeedsVerification(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if got := h.lines(); len(got) != 1 {
 		t.Fatalf("the command ran %d times", len(got))
+	}
+}
+
+// TestSSHKeyNeverRecorded: the private key an SSH tool logs in with never
+// reaches the database, its WAL, an export or the logs, through a normal
+// call and a dropped one.
+func TestSSHKeyNeverRecorded(t *testing.T) {
+	h := newSSHHarness(t, "")
+	cs := h.connect("2025-06-18", false)
+	mustCall(t, cs, "append_line", map[string]any{"line": "a", "pause": "0"}, nil)
+	h.proxy.CutNext(800 * time.Millisecond)
+	mustCall(t, cs, "append_line", map[string]any{"line": "b", "pause": "2"}, nil)
+	key, err := os.ReadFile(h.sshd.UserKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every line of the key's base64 body is a canary.
+	var canaries []string
+	for _, line := range strings.Split(string(key), "\n") {
+		if len(line) >= 40 && !strings.HasPrefix(line, "-----") {
+			canaries = append(canaries, line[:40])
+		}
+	}
+	if len(canaries) < 3 {
+		t.Fatalf("key file has %d body lines", len(canaries))
+	}
+	h.gw.Close()
+	if _, err := h.store.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	if _, err := audit.Export(ctx, h.store, &export); err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string][]byte{"export": export.Bytes(), "logs": []byte(h.logs.String())}
+	for _, f := range []string{"gw.db", "gw.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(h.dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[f] = b
+	}
+	if !bytes.Contains(export.Bytes(), []byte(`"credential_ref":"host-key"`)) {
+		t.Fatal("the export does not name the credential: is the scan reading the right data?")
+	}
+	for name, data := range sources {
+		for _, c := range canaries {
+			if bytes.Contains(data, []byte(c)) {
+				t.Errorf("%s contains part of the private key (%q)", name, c)
+			}
+		}
 	}
 }
