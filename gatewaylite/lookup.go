@@ -32,6 +32,7 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 		return exec
 	}
 	if out.NeverStarted && send != nil {
+		g.lookups.Delete(exec.ID)
 		next, err := g.transition(ctx, exec, activity.StateDispatched, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")
 		if err != nil {
 			return exec
