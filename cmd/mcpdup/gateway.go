@@ -29,6 +29,10 @@ stateless). Every call is authenticated by bearer token, gets an execution
 id and fingerprint, and is recorded in the database before each step; a
 retry of the same intent attaches to the existing execution.
 
+Tools reach HTTP APIs (Idempotency-Key = execution id), SSH hosts (a pinned
+host key; commands under "mcpdup marker run" so a dropped session is
+recovered from the host's record) and upstream MCP servers.
+
 Stops cleanly on SIGINT or SIGTERM: in-flight calls finish, the log is
 sealed.
 
