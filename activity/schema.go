@@ -202,6 +202,12 @@ CREATE TRIGGER transitions_no_delete BEFORE DELETE ON transitions BEGIN SELECT R
 CREATE TRIGGER resolutions_no_update BEFORE UPDATE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
 CREATE TRIGGER resolutions_no_delete BEFORE DELETE ON resolutions BEGIN SELECT RAISE(ABORT, 'resolutions is append-only'); END;
 `,
+	// 2: the gateway reads the newest execution of an intent on every call;
+	// with seq in the index that is one seek instead of a sort.
+	`
+DROP INDEX executions_match;
+CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope, seq);
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -588,3 +588,59 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 		t.Fatalf("two unresolved executions of one intent: %v", err)
 	}
 }
+
+// TestMigrationFromVersion1: a database written by schema 1 opens, gets
+// the executions_match index with seq, and keeps its data and chain.
+func TestMigrationFromVersion1(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v1.db")
+	opts := activity.Options{KeyDir: filepath.Join(dir, "keys")}
+	s, err := activity.Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Put the database back as schema 1 left it.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)", "PRAGMA user_version = 1"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s, err = activity.Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, _ = sql.Open("sqlite", path)
+	defer db.Close()
+	var v int
+	var def string
+	db.QueryRow("PRAGMA user_version").Scan(&v)
+	db.QueryRow("SELECT sql FROM sqlite_master WHERE name = 'executions_match'").Scan(&def)
+	if v != activity.SchemaVersion || !strings.Contains(def, "intent_scope, seq)") {
+		t.Fatalf("after migration: user_version %d, index %q", v, def)
+	}
+	e, err := s.Execution(ctx, ids["ticket"])
+	if err != nil || e.State != activity.StateUnknown {
+		t.Fatalf("data after migration: %+v %v", e, err)
+	}
+	if _, err := s.Write(ctx, func(w *activity.Writer) error {
+		m, err := w.LatestMatch(e.Fingerprint, e.Actor, e.IntentScope)
+		if err != nil || m == nil || m.ID != e.ID {
+			return fmt.Errorf("latest match after migration: %+v %v", m, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
