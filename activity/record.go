@@ -67,9 +67,15 @@ const recordPrefix = `{"v":1,"seq":`
 
 // EncodeRecord builds the canonical bytes of a record.
 func EncodeRecord(seq int64, prev tlog.Hash, t time.Time, kind Kind, data any) (Record, error) {
-	payload, err := canon.Marshal(data)
-	if err != nil {
-		return Record{}, fmt.Errorf("encode %s record %d: %w", kind, seq, err)
+	payload, ok := []byte(nil), false
+	if ca, is := data.(canonicalAppender); is {
+		payload, ok = ca.appendCanonical(make([]byte, 0, 256))
+	}
+	if !ok {
+		var err error
+		if payload, err = canon.Marshal(data); err != nil {
+			return Record{}, fmt.Errorf("encode %s record %d: %w", kind, seq, err)
+		}
 	}
 	var b bytes.Buffer
 	b.Grow(len(payload) + 128)

@@ -471,33 +471,50 @@ const hexDigits = "0123456789abcdef"
 // writeString writes s as a JSON string with the minimal escaping of
 // RFC 8785 §3.2.2.2: only '"', '\\' and control characters are escaped.
 func writeString(out *bytes.Buffer, s string) {
-	out.WriteByte('"')
-	for i := 0; i < len(s); i++ {
+	out.Write(AppendString(out.AvailableBuffer(), s))
+}
+
+// AppendString appends s as a canonical JSON string, the spelling Marshal
+// gives it: only '"', '\\' and control characters are escaped, and each
+// byte of invalid UTF-8 becomes U+FFFD, as encoding/json does. For types
+// that write their canonical form directly instead of through Marshal.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
 		switch {
 		case c == '"':
-			out.WriteString(`\"`)
+			dst = append(dst, '\\', '"')
 		case c == '\\':
-			out.WriteString(`\\`)
+			dst = append(dst, '\\', '\\')
 		case c >= 0x20:
-			out.WriteByte(c)
+			dst = append(dst, c)
 		case c == '\b':
-			out.WriteString(`\b`)
+			dst = append(dst, '\\', 'b')
 		case c == '\t':
-			out.WriteString(`\t`)
+			dst = append(dst, '\\', 't')
 		case c == '\n':
-			out.WriteString(`\n`)
+			dst = append(dst, '\\', 'n')
 		case c == '\f':
-			out.WriteString(`\f`)
+			dst = append(dst, '\\', 'f')
 		case c == '\r':
-			out.WriteString(`\r`)
+			dst = append(dst, '\\', 'r')
 		default:
-			out.WriteString(`\u00`)
-			out.WriteByte(hexDigits[c>>4])
-			out.WriteByte(hexDigits[c&0xf])
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
+		i++
 	}
-	out.WriteByte('"')
+	return append(dst, '"')
 }
 
 // Number returns the one canonical spelling of a JSON number literal, exact

@@ -142,3 +142,20 @@ func FuzzTransform(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendString: the direct string encoder spells every string exactly
+// as Marshal does, invalid UTF-8 and control characters included.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "q\"uote\\", "\x00\x1f\t\n\r\b\f", "\xff\xfe", "\xed\xa0\x80", "é\u2028\u2029<>&", "\U0001F600"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Fatalf("AppendString(%q) = %q, Marshal = %q", s, got, want)
+		}
+	})
+}
