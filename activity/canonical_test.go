@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,14 +12,7 @@ import (
 // randomTransition draws transitions with every field present or absent
 // and strings full of what JSON escapes.
 func randomTransition(r *rand.Rand) Transition {
-	str := func() string {
-		pieces := []string{"", "a", "\"", "\\", "\n", "\x00", "\x7f", "é", "\u2028", "\xff", "<&>", "act_01JD8Q", " "}
-		var s string
-		for range r.IntN(5) {
-			s += pieces[r.IntN(len(pieces))]
-		}
-		return s
-	}
+	str := func() string { return randomString(r) }
 	t := Transition{ExecutionID: ExecutionID(str()), From: State(str()), To: State(str()), ResultRef: str(), Reason: str(), CallID: CallID(str())}
 	switch r.IntN(3) {
 	case 0:
@@ -35,23 +29,109 @@ func randomTransition(r *rand.Rand) Transition {
 	return t
 }
 
+func randomString(r *rand.Rand) string {
+	pieces := []string{"", "a", "\"", "\\", "\n", "\x00", "\x7f", "é", "\u2028", "\xff", "<&>", "act_01JD8Q", " "}
+	var s string
+	for range r.IntN(5) {
+		s += pieces[r.IntN(len(pieces))]
+	}
+	return s
+}
+
+func randomTime(r *rand.Rand) Opt[time.Time] {
+	switch r.IntN(3) {
+	case 0:
+		return Some(time.Unix(r.Int64N(1<<34), r.Int64N(1e9)).UTC())
+	case 1:
+		return Some(time.Unix(r.Int64N(1<<34), r.Int64N(1e9)).In(time.FixedZone("x", 3600*(r.IntN(25)-12))))
+	}
+	return Opt[time.Time]{}
+}
+
+func randomOptString(r *rand.Rand) Opt[string] {
+	if r.IntN(2) == 0 {
+		return Some(randomString(r))
+	}
+	return Opt[string]{}
+}
+
+func randomOptInt(r *rand.Rand) Opt[int] {
+	if r.IntN(2) == 0 {
+		return Some(r.IntN(600) - 50)
+	}
+	return Opt[int]{}
+}
+
+// randomArguments draws tool arguments, canonical or not (unsorted keys,
+// spaces, exponents), nil or empty.
+func randomArguments(r *rand.Rand) json.RawMessage {
+	all := []string{"", `{}`, `{"b":1,"a":[1.50,"x",{"d":null,"c":true}]}`, ` { "z" : 1e2 , "y":"\u00e9\n" } `, `null`, `[3,2,1]`, `{"k":"\ud83d\ude00"}`}
+	a := all[r.IntN(len(all))]
+	if a == "" && r.IntN(2) == 0 {
+		return nil
+	}
+	return json.RawMessage(a)
+}
+
+func randomSource(r *rand.Rand) Provenance {
+	if r.IntN(2) == 0 {
+		return Provenance{}
+	}
+	return Provenance{Source: SourceID(randomString(r) + "src"), Line: r.Int64N(3) * r.Int64N(1e6)}
+}
+
+func randomCall(r *rand.Rand) Call {
+	return Call{ID: CallID(randomString(r)), RunID: RunID(randomString(r)), Actor: randomString(r), Method: randomString(r), Tool: randomString(r),
+		JSONRPCID: randomOptString(r), SessionID: randomOptString(r), StreamID: randomOptString(r), EventID: randomOptString(r),
+		ProtocolVersion: randomOptString(r), ReceivedAt: randomTime(r).V, Arguments: randomArguments(r),
+		Disposition: Disposition(randomString(r)), ExecutionID: ExecutionID(randomString(r)), Reason: randomString(r), Source: randomSource(r)}
+}
+
+func randomExecution(r *rand.Rand) Execution {
+	e := Execution{ID: ExecutionID(randomString(r)),
+		Action: Action{Actor: randomString(r), Tool: randomString(r), Channel: Channel(randomString(r)), Target: randomString(r),
+			Method: randomString(r), CredentialRef: randomString(r), Arguments: randomArguments(r), IntentScope: randomString(r)},
+		Fingerprint: randomString(r), FingerprintKeyID: randomString(r), RunID: RunID(randomString(r)), Contract: Contract(randomString(r)),
+		State: State(randomString(r)), CreatedByCall: CallID(randomString(r)), IdempotencyKey: randomOptString(r),
+		TargetStatus: randomOptInt(r), ExitCode: randomOptInt(r), ResultRef: randomString(r), Error: randomString(r),
+		Outcome: Outcome(randomString(r)), Source: randomSource(r),
+		Times: Times{Accepted: randomTime(r), Authorized: randomTime(r), Rejected: randomTime(r), Dispatched: randomTime(r),
+			Observed: randomTime(r), Delivered: randomTime(r), Resolved: randomTime(r)}}
+	if r.IntN(2) == 0 {
+		e.Window = Some(time.Duration(r.Int64N(1<<40) - 1<<20))
+	}
+	for range r.IntN(3) {
+		e.NotRecorded = append(e.NotRecorded, Fact(randomString(r)))
+		e.Attached = append(e.Attached, CallID(randomString(r)))
+	}
+	return e
+}
+
+// sameAsMarshal checks one value's direct encoding against canon.Marshal:
+// equal bytes, or both refusing.
+func sameAsMarshal(t *testing.T, v canonicalAppender) {
+	t.Helper()
+	want, err := canon.Marshal(v)
+	got, ok := v.appendCanonical(nil)
+	switch {
+	case err != nil && ok:
+		t.Fatalf("%+v: direct encoding %s where Marshal fails: %v", v, got, err)
+	case err == nil && (!ok || string(got) != string(want)):
+		t.Fatalf("%+v:\n got %s (ok %v)\nwant %s", v, got, ok, want)
+	}
+}
+
 // TestCanonicalAppenders: the direct encoders write exactly canon.Marshal's
 // bytes.
 func TestCanonicalAppenders(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	cases := []Transition{{}, {ExecutionID: "act_x", To: StateDispatched}}
-	for range 20000 {
-		cases = append(cases, randomTransition(r))
+	for _, v := range []canonicalAppender{Transition{}, Transition{ExecutionID: "act_x", To: StateDispatched}, Call{}, Execution{}} {
+		sameAsMarshal(t, v)
 	}
-	for _, c := range cases {
-		want, err := canon.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := c.appendCanonical(nil)
-		if !ok || string(got) != string(want) {
-			t.Fatalf("%+v:\n got %s\nwant %s", c, got, want)
-		}
+	for range 20000 {
+		sameAsMarshal(t, randomTransition(r))
+		sameAsMarshal(t, randomCall(r))
+		sameAsMarshal(t, randomExecution(r))
 	}
 	// A time encoding/json refuses takes the general path and its error.
 	bad := Transition{ExecutionID: "act_x", To: StateDispatched, At: Some(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}
@@ -63,24 +143,40 @@ func TestCanonicalAppenders(t *testing.T) {
 	}
 }
 
-// BenchmarkEncodeTransition: a transition record through canon.Marshal and
-// through its direct encoder, side by side.
-func BenchmarkEncodeTransition(b *testing.B) {
-	tr := Transition{ExecutionID: "act_01JD8Q4ZK3W5X7Y9A1B3C5D7E9", From: StateDispatched, To: StateSucceeded,
-		At: Some(time.Date(2026, 11, 30, 10, 0, 0, 125000000, time.UTC)), TargetStatus: Some(201),
+// BenchmarkEncode: record data through canon.Marshal and through the
+// direct encoders, side by side, for the three frequent kinds.
+//
+//	go test ./activity -run '^$' -bench Encode
+func BenchmarkEncode(b *testing.B) {
+	at := Some(time.Date(2026, 11, 30, 10, 0, 0, 125000000, time.UTC))
+	tr := Transition{ExecutionID: "act_01JD8Q4ZK3W5X7Y9A1B3C5D7E9", From: StateDispatched, To: StateSucceeded, At: at, TargetStatus: Some(201),
 		ResultRef: "sha256:9f2c4d1e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d", CallID: "call_01JD8Q4ZK3W5X7Y9A1B3C5D7E9"}
-	b.Run("canon.Marshal", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			canon.Marshal(tr)
-		}
-	})
-	b.Run("appendCanonical", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			tr.appendCanonical(make([]byte, 0, 256))
-		}
-	})
+	args := json.RawMessage(`{"region":"us-east-1","service":"billing","version":"2.4.1"}`)
+	call := Call{ID: "call_01JD8Q4ZK3W5X7Y9A1B3C5D7E9", RunID: "run_01JD8Q4ZK3W5X7Y9A1B3C5D7E9", Actor: "agent:deployer", Method: "tools/call",
+		Tool: "deploy_release", JSONRPCID: Some("7"), SessionID: Some("mcp-sess-1"), ProtocolVersion: Some("2025-11-25"), ReceivedAt: at.V,
+		Arguments: args, Disposition: DispositionNewExecution, ExecutionID: "act_01JD8Q4ZK3W5X7Y9A1B3C5D7E9"}
+	exec := Execution{ID: "act_01JD8Q4ZK3W5X7Y9A1B3C5D7E9", Action: Action{Actor: "agent:deployer", Tool: "deploy_release", Channel: ChannelHTTP,
+		Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", CredentialRef: "deploy-service", Arguments: args, IntentScope: "run:run-7f3a"},
+		Fingerprint: "hmac-sha256:9f2c4d1e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d", FingerprintKeyID: "fp1",
+		Contract: ContractRepeatableWithKey, State: StateAccepted, CreatedByCall: "call_01JD8Q4ZK3W5X7Y9A1B3C5D7E9",
+		Window: Some(time.Hour), IdempotencyKey: Some("act_01JD8Q4ZK3W5X7Y9A1B3C5D7E9"), Times: Times{Accepted: at}}
+	for _, c := range []struct {
+		name string
+		v    canonicalAppender
+	}{{"transition", tr}, {"call", call}, {"execution", exec}} {
+		b.Run(c.name+"/canon.Marshal", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				canon.Marshal(c.v)
+			}
+		})
+		b.Run(c.name+"/appendCanonical", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.v.appendCanonical(make([]byte, 0, 256))
+			}
+		})
+	}
 }
 
 // FuzzTransitionCanonical holds the direct encoder to canon.Marshal on

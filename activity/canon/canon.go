@@ -39,13 +39,19 @@ func Marshal(v any) ([]byte, error) {
 // rejects invalid JSON, trailing data, duplicate member names, invalid
 // UTF-8 and lone surrogates, naming the JSON Pointer where it stopped.
 func Transform(data []byte) ([]byte, error) {
+	return AppendTransform(make([]byte, 0, len(data)), data)
+}
+
+// AppendTransform appends the canonical form of data to dst, as Transform
+// returns it.
+func AppendTransform(dst, data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("canon: invalid UTF-8")
 	}
 	p := parsers.Get().(*parser)
 	defer p.release()
 	p.data = data
-	out := bytes.NewBuffer(make([]byte, 0, len(data)))
+	out := bytes.NewBuffer(dst)
 	p.skipSpace()
 	if err := p.value(out, 0); err != nil {
 		return nil, err
