@@ -42,6 +42,56 @@ type Writer struct {
 	appended int64
 	dirty    []*execEntry         // cached executions whose row flush must write
 	txStmts  map[string]*sql.Stmt // bulk: statements prepared on this transaction
+	// bulk: log and transition rows waiting to be inserted many per
+	// statement (written before anything reads those tables, and at the end).
+	logRows, transitionRows rows
+}
+
+// rows buffers one table's inserts for a bulk writer.
+type rows struct {
+	insert, tuple string // "INSERT INTO t(cols) VALUES ", "(?,?,…)"
+	args          []any
+	n             int
+}
+
+// rowsPerInsert is how many rows a bulk writer puts in one INSERT: one
+// statement per row costs about twice as much per row in modernc/sqlite.
+const rowsPerInsert = 64
+
+// insert writes a row now, or for a bulk writer adds it to r.
+func (w *Writer) insert(r *rows, args ...any) error {
+	if !w.bulk {
+		return w.exec(r.insert+r.tuple, args...)
+	}
+	r.args = append(r.args, args...)
+	r.n++
+	if r.n == rowsPerInsert {
+		return w.insertRows(r)
+	}
+	return nil
+}
+
+// insertRows writes the rows r holds in one statement.
+func (w *Writer) insertRows(r *rows) error {
+	if r.n == 0 {
+		return nil
+	}
+	q := r.insert + strings.Repeat(r.tuple+",", r.n-1) + r.tuple
+	err := w.exec(q, r.args...)
+	clear(r.args)
+	r.args, r.n = r.args[:0], 0
+	return err
+}
+
+// insertBuffered writes every buffered row.
+func (w *Writer) insertBuffered() error {
+	if err := w.insertRows(&w.logRows); err != nil {
+		return fmt.Errorf("log rows: %w", err)
+	}
+	if err := w.insertRows(&w.transitionRows); err != nil {
+		return fmt.Errorf("transition rows: %w", err)
+	}
+	return nil
 }
 
 // Appended is how many records this writer has appended.
@@ -212,7 +262,9 @@ func (s *Store) runOne(tx *sql.Tx, chain *Writer, req *writeReq, i int, alone bo
 		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded}
 	err := req.fn(w)
 	if err == nil {
-		err = w.flush()
+		if err = w.insertBuffered(); err == nil {
+			err = w.flush()
+		}
 	}
 	if err != nil {
 		if alone {
@@ -352,8 +404,10 @@ func (w *Writer) append(kind Kind, data any) (Record, error) {
 	for _, h := range hashes[1:] {
 		tree = append(tree, h[:]...)
 	}
-	if err := w.exec(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES (?, ?, ?, ?, ?, ?)`,
-		rec.Seq, rec.Bytes, rec.Hash[:], tree, string(kind), FormatTime(rec.Time)); err != nil {
+	if w.logRows.insert == "" {
+		w.logRows.insert, w.logRows.tuple = `INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`
+	}
+	if err := w.insert(&w.logRows, rec.Seq, rec.Bytes, rec.Hash[:], tree, string(kind), FormatTime(rec.Time)); err != nil {
 		return Record{}, fmt.Errorf("record %d: %w", rec.Seq, err)
 	}
 	w.edge.Add(rec.Seq, hashes)
@@ -394,6 +448,9 @@ func (w *Writer) loadHead() error {
 
 // readHashes reads stored tree hashes with a prepared query.
 func (w *Writer) readHashes(indexes []int64) ([]tlog.Hash, error) {
+	if err := w.insertRows(&w.logRows); err != nil {
+		return nil, err
+	}
 	return readStoredHashes(indexes, func(seq int64) ([]byte, []byte, error) {
 		var leaf, tree []byte
 		err := w.queryRow(`SELECT leaf_hash, tree_hashes FROM audit_log WHERE seq = ?`, seq).Scan(&leaf, &tree)
@@ -739,7 +796,11 @@ func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
 }
 
 func (w *Writer) insertTransition(seq int64, t Transition) error {
-	return w.exec(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	if w.transitionRows.insert == "" {
+		w.transitionRows.insert = `INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `
+		w.transitionRows.tuple = `(?,?,?,?,?,?,?,?,?,?)`
+	}
+	return w.insert(&w.transitionRows,
 		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
 		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)))
 }
