@@ -100,6 +100,22 @@ func (o *object) source(p Provenance) {
 	o.b = s.end()
 }
 
+// stringList writes a list of strings tagged omitempty.
+func stringList[S ~string](o *object, k string, list []S) {
+	if len(list) == 0 {
+		return
+	}
+	o.key(k)
+	o.b = append(o.b, '[')
+	for i, v := range list {
+		if i > 0 {
+			o.b = append(o.b, ',')
+		}
+		o.b = canon.AppendString(o.b, string(v))
+	}
+	o.b = append(o.b, ']')
+}
+
 func (o *object) end() []byte { return append(o.b, '}') }
 
 // done returns the object, or ok false if a member needed the general path.
@@ -160,17 +176,7 @@ func (e Execution) appendCanonical(dst []byte) ([]byte, bool) {
 		o.key("attach_window")
 		o.b = strconv.AppendInt(o.b, int64(e.Window.V), 10)
 	}
-	if len(e.Attached) > 0 {
-		o.key("attached")
-		o.b = append(o.b, '[')
-		for i, id := range e.Attached {
-			if i > 0 {
-				o.b = append(o.b, ',')
-			}
-			o.b = canon.AppendString(o.b, string(id))
-		}
-		o.b = append(o.b, ']')
-	}
+	stringList(&o, "attached", e.Attached)
 	o.str("channel", string(e.Channel))
 	o.str("contract", string(e.Contract))
 	o.strOmit("created_by_call", string(e.CreatedByCall))
@@ -183,17 +189,7 @@ func (e Execution) appendCanonical(dst []byte) ([]byte, bool) {
 	o.optStr("idempotency_key", e.IdempotencyKey)
 	o.str("intent_scope", e.IntentScope)
 	o.str("method", e.Method)
-	if len(e.NotRecorded) > 0 {
-		o.key("not_recorded")
-		o.b = append(o.b, '[')
-		for i, f := range e.NotRecorded {
-			if i > 0 {
-				o.b = append(o.b, ',')
-			}
-			o.b = canon.AppendString(o.b, string(f))
-		}
-		o.b = append(o.b, ']')
-	}
+	stringList(&o, "not_recorded", e.NotRecorded)
 	o.strOmit("outcome", string(e.Outcome))
 	o.strOmit("result_ref", e.ResultRef)
 	o.strOmit("run_id", string(e.RunID))
