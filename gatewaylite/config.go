@@ -96,7 +96,13 @@ type ToolConfig struct {
 type CredentialConfig struct {
 	// KeyFile is an SSH private key (for ssh tools); it is read when the
 	// gateway starts and never recorded.
-	KeyFile        string `toml:"key_file"`
+	KeyFile string `toml:"key_file"`
+	// PassphraseEnv names the environment variable holding KeyFile's
+	// passphrase, for an encrypted key.
+	PassphraseEnv string `toml:"passphrase_env"`
+	// SSHAgent signs with the keys of the SSH agent at $SSH_AUTH_SOCK
+	// instead of a key file: the private key never reaches the gateway.
+	SSHAgent       bool   `toml:"ssh_agent"`
 	Header         string `toml:"header"`
 	ValueEnv       string `toml:"value_env"`
 	Prefix         string `toml:"prefix"` // e.g. "Bearer "
@@ -205,8 +211,13 @@ func (c *Config) normalise() error {
 		seen["actor:"+a.Name] = true
 	}
 	for name, cr := range c.Credentials {
-		if cr.KeyFile == "" && (cr.Header == "" || cr.ValueEnv == "") {
-			return fmt.Errorf("credential.%s: header and value_env are required (or key_file, for ssh tools)", name)
+		switch {
+		case cr.PassphraseEnv != "" && cr.KeyFile == "":
+			return fmt.Errorf("credential.%s: passphrase_env needs key_file", name)
+		case cr.KeyFile != "" && cr.SSHAgent:
+			return fmt.Errorf("credential.%s: key_file and ssh_agent exclude each other", name)
+		case cr.KeyFile == "" && !cr.SSHAgent && (cr.Header == "" || cr.ValueEnv == ""):
+			return fmt.Errorf("credential.%s: header and value_env are required (or key_file or ssh_agent, for ssh tools)", name)
 		}
 	}
 	for i := range c.Tools {
@@ -246,8 +257,8 @@ func (c *Config) normaliseSSHTool(t *ToolConfig, field func(string) string) erro
 		return errors.New(field("host_key") + ": required: an ssh tool pins its host's key (known_hosts line or SHA256: fingerprint)")
 	case len(t.Command) == 0:
 		return errors.New(field("command") + ": required: the argv to run")
-	case t.CredentialRef == "" || c.Credentials[t.CredentialRef].KeyFile == "":
-		return errors.New(field("credential_ref") + ": an ssh tool needs a credential with key_file")
+	case t.CredentialRef == "" || c.Credentials[t.CredentialRef].KeyFile == "" && !c.Credentials[t.CredentialRef].SSHAgent:
+		return errors.New(field("credential_ref") + ": an ssh tool needs a credential with key_file or ssh_agent")
 	}
 	if t.Port == 0 {
 		t.Port = 22

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
@@ -517,4 +518,66 @@ func TestSSHKeyNeverRecorded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSSHEncryptedKeyAndAgent: the login key may be an encrypted key file
+// (passphrase from passphrase_env) or held by an SSH agent (ssh_agent):
+// both run the command; a wrong passphrase stops the gateway at start with
+// an error naming the credential; the passphrase is never recorded.
+func TestSSHEncryptedKeyAndAgent(t *testing.T) {
+	sshd := gatewaytest.StartSSHD(t)
+	const pass = "canary-ssh-passphrase-5b1e"
+	encrypted := sshd.NewUserKey(t, "encrypted_key", pass)
+	agentKey := sshd.NewUserKey(t, "agent_key", "")
+	withCredential := func(extra, credential string) string {
+		out := strings.Replace(extra, fmt.Sprintf("[credential.host-key]\nkey_file = %q\n", sshd.UserKeyFile), "[credential.host-key]\n"+credential, 1)
+		if out == extra {
+			t.Fatal("the credential was not replaced")
+		}
+		return out
+	}
+	t.Run("encrypted key file", func(t *testing.T) {
+		t.Setenv("TEST_SSH_PASSPHRASE", pass)
+		extra, effect := sshTools(t, sshd, sshd.Port, sshd.HostKeyLine)
+		extra = withCredential(extra, fmt.Sprintf("key_file = %q\npassphrase_env = \"TEST_SSH_PASSPHRASE\"\n", encrypted))
+		h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, effect: effect}
+		res := mustCall(t, h.connect("2025-06-18", false), "append_line", map[string]any{"line": "x", "pause": "0"}, nil)
+		if !strings.Contains(resultText(res), "appended") || len(h.lines()) != 1 {
+			t.Fatalf("with the encrypted key: %s", resultText(res))
+		}
+		h.gw.Close()
+		for _, f := range []string{"gw.db", "gw.db-wal"} {
+			if b, _ := os.ReadFile(filepath.Join(h.dir, f)); bytes.Contains(b, []byte(pass)) {
+				t.Errorf("%s contains the passphrase", f)
+			}
+		}
+		if strings.Contains(h.logs.String(), pass) {
+			t.Error("the logs contain the passphrase")
+		}
+
+		t.Setenv("TEST_SSH_PASSPHRASE", "wrong")
+		cfg, err := gatewaylite.ParseConfig([]byte(testConfig("http://127.0.0.1:1", "http://127.0.0.1:1", extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := activity.Open(ctx, filepath.Join(t.TempDir(), "x.db"), activity.Options{KeyDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		_, err = gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), "credential host-key") || !strings.Contains(err.Error(), "TEST_SSH_PASSPHRASE") {
+			t.Fatalf("a wrong passphrase: %v", err)
+		}
+	})
+	t.Run("ssh agent", func(t *testing.T) {
+		t.Setenv("SSH_AUTH_SOCK", gatewaytest.StartAgent(t, agentKey))
+		extra, effect := sshTools(t, sshd, sshd.Port, sshd.HostKeyLine)
+		extra = withCredential(extra, "ssh_agent = true\n")
+		h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, effect: effect}
+		res := mustCall(t, h.connect("2025-06-18", false), "append_line", map[string]any{"line": "y", "pause": "0"}, nil)
+		if !strings.Contains(resultText(res), "appended") || len(h.lines()) != 1 {
+			t.Fatalf("through the agent: %s", resultText(res))
+		}
+	})
 }

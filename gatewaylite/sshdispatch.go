@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/marker"
@@ -30,7 +31,8 @@ type sshTarget struct {
 	tool    *ToolConfig
 	addr    string
 	user    string
-	signer  ssh.Signer
+	signer  ssh.Signer // nil: sign with the SSH agent at agent
+	agent   string     // the agent's socket, when the credential uses one
 	hostKey func(key ssh.PublicKey) error
 	pinned  string // SHA256 fingerprint of the pinned host key
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -38,21 +40,67 @@ type sshTarget struct {
 
 func newSSHTarget(t *ToolConfig, creds map[string]CredentialConfig) (*sshTarget, error) {
 	c := creds[t.CredentialRef]
-	pem, err := os.ReadFile(c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: credential %s: key_file: %w", t.Name, t.CredentialRef, err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: credential %s: key_file %s: %w", t.Name, t.CredentialRef, c.KeyFile, err)
+	var signer ssh.Signer
+	var agentSock string
+	if c.SSHAgent {
+		if agentSock = os.Getenv("SSH_AUTH_SOCK"); agentSock == "" {
+			return nil, fmt.Errorf("tool %s: credential %s: ssh_agent: SSH_AUTH_SOCK is not set", t.Name, t.CredentialRef)
+		}
+	} else {
+		var err error
+		if signer, err = readSigner(c); err != nil {
+			return nil, fmt.Errorf("tool %s: credential %s: %w", t.Name, t.CredentialRef, err)
+		}
 	}
 	pin, check, err := parseHostKey(t.HostKey)
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: host_key: %w", t.Name, err)
 	}
 	var d net.Dialer
-	return &sshTarget{tool: t, addr: net.JoinHostPort(t.Host, strconv.Itoa(t.Port)), user: t.User, signer: signer,
+	return &sshTarget{tool: t, addr: net.JoinHostPort(t.Host, strconv.Itoa(t.Port)), user: t.User, signer: signer, agent: agentSock,
 		hostKey: check, pinned: pin, dial: d.DialContext}, nil
+}
+
+// readSigner reads the credential's private key file, decrypting it with
+// the passphrase from passphrase_env when it names one.
+func readSigner(c CredentialConfig) (ssh.Signer, error) {
+	pem, err := os.ReadFile(c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("key_file: %w", err)
+	}
+	if c.PassphraseEnv == "" {
+		signer, err := ssh.ParsePrivateKey(pem)
+		if _, encrypted := err.(*ssh.PassphraseMissingError); encrypted {
+			return nil, fmt.Errorf("key_file %s is encrypted: name its passphrase's variable in passphrase_env", c.KeyFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("key_file %s: %w", c.KeyFile, err)
+		}
+		return signer, nil
+	}
+	pass, ok := os.LookupEnv(c.PassphraseEnv)
+	if !ok {
+		return nil, fmt.Errorf("passphrase_env: %s is not set", c.PassphraseEnv)
+	}
+	signer, err := ssh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+	if err != nil {
+		return nil, fmt.Errorf("key_file %s with the passphrase from %s: %w", c.KeyFile, c.PassphraseEnv, err)
+	}
+	return signer, nil
+}
+
+// auth is how the client proves its identity: the key file's signer, or
+// the agent's keys over a connection the caller closes after the handshake.
+func (s *sshTarget) auth(ctx context.Context) (ssh.AuthMethod, io.Closer, error) {
+	if s.signer != nil {
+		return ssh.PublicKeys(s.signer), io.NopCloser(nil), nil
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", s.agent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ssh agent: %w", err)
+	}
+	return ssh.PublicKeysCallback(agent.NewClient(conn).Signers), conn, nil
 }
 
 // parseHostKey reads a pin: a known_hosts line or an authorized-key line
@@ -187,8 +235,14 @@ func (s *sshTarget) connect(ctx context.Context) (*ssh.Client, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
+	auth, agentConn, err := s.auth(ctx)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer agentConn.Close()
 	cc, chans, reqs, err := ssh.NewClientConn(conn, s.addr, &ssh.ClientConfig{
-		User: s.user, Auth: []ssh.AuthMethod{ssh.PublicKeys(s.signer)},
+		User: s.user, Auth: []ssh.AuthMethod{auth},
 		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error { return s.hostKey(key) },
 	})
 	if err != nil {

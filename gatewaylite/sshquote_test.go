@@ -67,12 +67,17 @@ command = ["systemctl", "restart", "{service}"]
 	if cfg, err := ParseConfig([]byte(base)); err != nil || cfg.Tools[0].Contract != "blocked_after_unknown" {
 		t.Fatalf("without a marker: %+v %v", cfg, err)
 	}
+	if _, err := ParseConfig([]byte(strings.Replace(base, `key_file = "/tmp/id"`, "ssh_agent = true", 1))); err != nil {
+		t.Fatalf("an agent credential: %v", err)
+	}
 	for _, c := range []struct{ text, want string }{
 		{strings.Replace(base, `host_key = "SHA256:abc"`, "", 1), "host_key"},
 		{strings.Replace(base, `user = "deploy"`, "", 1), "user"},
 		{strings.Replace(base, `key_file = "/tmp/id"`, "", 1), "key_file"},
 		{base + `contract = "recoverable_by_lookup"`, "needs marker_dir"},
 		{base + `contract = "repeatable_with_key"`, "cannot send"},
+		{strings.Replace(base, `key_file = "/tmp/id"`, "key_file = \"/tmp/id\"\nssh_agent = true", 1), "exclude each other"},
+		{strings.Replace(base, `key_file = "/tmp/id"`, "passphrase_env = \"P\"", 1), "passphrase_env needs key_file"},
 	} {
 		if _, err := ParseConfig([]byte(c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("want an error about %s, got %v", c.want, err)

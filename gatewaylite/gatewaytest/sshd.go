@@ -95,3 +95,56 @@ LogLevel ERROR
 	return &SSHD{Addr: addr, Port: port, User: u.Username, HostKeyLine: strings.TrimSpace(string(hostPub)),
 		UserKeyFile: filepath.Join(dir, "user_key"), Dir: dir}
 }
+
+// NewUserKey makes another key the server accepts, encrypted with
+// passphrase when it is not empty, and returns its private key file.
+func (s *SSHD) NewUserKey(t testing.TB, name, passphrase string) string {
+	t.Helper()
+	path := filepath.Join(s.Dir, name)
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", name, "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(path + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(pub); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// StartAgent runs ssh-agent holding the given keys and returns its socket,
+// for SSH_AUTH_SOCK.
+func StartAgent(t testing.TB, keys ...string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	cmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ssh-agent did not create its socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, k := range keys {
+		add := exec.Command("ssh-add", k)
+		add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("ssh-add %s: %v\n%s", k, err, out)
+		}
+	}
+	return sock
+}
