@@ -61,7 +61,12 @@ func TestSigningKeyNeverInDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := strings.TrimSpace(string(skey))
-	keyData := secret[strings.LastIndex(secret, "+")+1:]
+	// PRIVATE+KEY+<name>+<hash>+<base64>; the base64 may itself hold '+'.
+	parts := strings.SplitN(secret, "+", 5)
+	if len(parts) != 5 || len(parts[4]) < 40 {
+		t.Fatalf("unexpected signing key format: %d parts", len(parts))
+	}
+	keyData := parts[4]
 	for _, p := range []string{s.Path(), s.Path() + "-wal"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
