@@ -141,18 +141,25 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
+	return queryAll(ctx, s, "list executions", scanAnyExecution, q, args...)
+}
+
+func scanAnyExecution(row rowScanner) (Execution, error) { return scanExecution(row, "") }
+
+// queryAll runs q and scans every row; what names the query in its error.
+func queryAll[T any](ctx context.Context, s *Store, what string, scan func(rowScanner) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list executions: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []Execution
+	var out []T
 	for rows.Next() {
-		e, err := scanExecution(rows, "")
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -188,20 +195,7 @@ func scanCall(row rowScanner) (Call, error) {
 // CallsOf returns the calls that created or attached to an execution, in
 // order.
 func (s *Store) CallsOf(ctx context.Context, id ExecutionID) ([]Call, error) {
-	rows, err := s.query(ctx, callSelect+` WHERE execution_id = ? ORDER BY seq`, string(id))
-	if err != nil {
-		return nil, fmt.Errorf("calls of %s: %w", id, err)
-	}
-	defer rows.Close()
-	var out []Call
-	for rows.Next() {
-		c, err := scanCall(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, "calls of "+string(id), scanCall, callSelect+` WHERE execution_id = ? ORDER BY seq`, string(id))
 }
 
 // Run reads one agent run with its grants.
@@ -417,20 +411,7 @@ func (s *Store) Approvals(ctx context.Context, pendingOnly bool) ([]Approval, er
 	if pendingOnly {
 		q += ` WHERE state = 'pending'`
 	}
-	rows, err := s.query(ctx, q+` ORDER BY seq`)
-	if err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, "approvals", scanApproval, q+` ORDER BY seq`)
 }
 
 // Stats counts what the store holds.
@@ -574,20 +555,7 @@ func (s *Store) TransitionsOf(ctx context.Context, ids []ExecutionID) (map[Execu
 // one query.
 func (s *Store) CallsOfAll(ctx context.Context, ids []ExecutionID) ([]Call, error) {
 	in, args := inList(ids)
-	rows, err := s.query(ctx, callSelect+` WHERE execution_id IN `+in+` ORDER BY seq`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("calls: %w", err)
-	}
-	defer rows.Close()
-	var out []Call
-	for rows.Next() {
-		c, err := scanCall(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, "calls", scanCall, callSelect+` WHERE execution_id IN `+in+` ORDER BY seq`, args...)
 }
 
 // Record reads one log record by seq, decoded (for citing evidence).

@@ -47,22 +47,39 @@ type Writer struct {
 	logRows, transitionRows rows
 }
 
-// rows buffers one table's inserts for a bulk writer.
-type rows struct {
-	insert, tuple string // "INSERT INTO t(cols) VALUES ", "(?,?,…)"
-	args          []any
-	n             int
-}
-
 // rowsPerInsert is how many rows a bulk writer puts in one INSERT: one
 // statement per row costs about twice as much per row in modernc/sqlite.
 const rowsPerInsert = 64
 
+// insertSQL is a table's INSERT for one row and for rowsPerInsert rows.
+type insertSQL struct{ prefix, tuple, one, full string }
+
+func newInsertSQL(prefix, tuple string) *insertSQL {
+	return &insertSQL{prefix: prefix, tuple: tuple, one: prefix + tuple, full: valuesFor(prefix, tuple, rowsPerInsert)}
+}
+
+func valuesFor(prefix, tuple string, n int) string {
+	return prefix + strings.Repeat(tuple+",", n-1) + tuple
+}
+
+var (
+	logInsert        = newInsertSQL(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`)
+	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `, `(?,?,?,?,?,?,?,?,?,?)`)
+)
+
+// rows buffers one table's inserts for a bulk writer.
+type rows struct {
+	sql  *insertSQL
+	args []any
+	n    int
+}
+
 // insert writes a row now, or for a bulk writer adds it to r.
-func (w *Writer) insert(r *rows, args ...any) error {
+func (w *Writer) insert(r *rows, q *insertSQL, args ...any) error {
 	if !w.bulk {
-		return w.exec(r.insert+r.tuple, args...)
+		return w.exec(q.one, args...)
 	}
+	r.sql = q
 	r.args = append(r.args, args...)
 	r.n++
 	if r.n == rowsPerInsert {
@@ -76,7 +93,10 @@ func (w *Writer) insertRows(r *rows) error {
 	if r.n == 0 {
 		return nil
 	}
-	q := r.insert + strings.Repeat(r.tuple+",", r.n-1) + r.tuple
+	q := r.sql.full
+	if r.n < rowsPerInsert {
+		q = valuesFor(r.sql.prefix, r.sql.tuple, r.n)
+	}
 	err := w.exec(q, r.args...)
 	clear(r.args)
 	r.args, r.n = r.args[:0], 0
@@ -404,10 +424,7 @@ func (w *Writer) append(kind Kind, data any) (Record, error) {
 	for _, h := range hashes[1:] {
 		tree = append(tree, h[:]...)
 	}
-	if w.logRows.insert == "" {
-		w.logRows.insert, w.logRows.tuple = `INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`
-	}
-	if err := w.insert(&w.logRows, rec.Seq, rec.Bytes, rec.Hash[:], tree, string(kind), FormatTime(rec.Time)); err != nil {
+	if err := w.insert(&w.logRows, logInsert, rec.Seq, rec.Bytes, rec.Hash[:], tree, string(kind), FormatTime(rec.Time)); err != nil {
 		return Record{}, fmt.Errorf("record %d: %w", rec.Seq, err)
 	}
 	w.edge.Add(rec.Seq, hashes)
@@ -796,11 +813,7 @@ func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
 }
 
 func (w *Writer) insertTransition(seq int64, t Transition) error {
-	if w.transitionRows.insert == "" {
-		w.transitionRows.insert = `INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `
-		w.transitionRows.tuple = `(?,?,?,?,?,?,?,?,?,?)`
-	}
-	return w.insert(&w.transitionRows,
+	return w.insert(&w.transitionRows, transitionInsert,
 		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
 		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)))
 }

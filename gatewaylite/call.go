@@ -262,18 +262,28 @@ func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Exe
 	}
 	switch exec.Contract {
 	case activity.ContractRepeatableWithKey:
-		next, err := g.transition(ctx, exec, activity.StateDispatched, "resend with the same Idempotency-Key after an unknown outcome")
-		if err != nil {
-			return exec
-		}
-		out = spec.dispatch(ctx, next.ID, send)
-		exec = g.recordOutcome(ctx, next, out, "after resend: ")
-		g.results.put(exec.ResultRef, out.Result)
-		return exec
+		return g.resend(ctx, spec, exec, send, "resend with the same Idempotency-Key after an unknown outcome")
 	case activity.ContractRecoverableByLookup:
 		return g.lookup(ctx, spec, exec, send)
 	}
 	return g.block(ctx, exec)
+}
+
+// resend dispatches an unknown execution again under its own id, once
+// "dispatched" is durable again, and records the outcome. Only contracts
+// whose target tells a resend from a new request may (the state machine
+// refuses the others).
+func (g *Gateway) resend(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any, why string) activity.Execution {
+	next, err := g.transition(ctx, exec, activity.StateDispatched, why)
+	if err != nil {
+		return exec
+	}
+	done := g.inflight.begin(next.ID)
+	defer done()
+	out := spec.dispatch(ctx, next.ID, send)
+	exec = g.recordOutcome(ctx, next, out, "after resend: ")
+	g.results.put(exec.ResultRef, out.Result)
+	return exec
 }
 
 // waitFor attaches to an execution another goroutine is handling and waits

@@ -26,7 +26,7 @@ type gatewayProcess struct {
 
 func startGatewayProcess(t *testing.T, config, db, keys, addr string) *gatewayProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGatewayProcess$")
+	cmd := exec.Command(os.Args[0]) // TestMain serves the gateway instead of testing
 	cmd.Env = append(os.Environ(), "MCPDUP_TEST_GW_CONFIG="+config, "MCPDUP_TEST_GW_DB="+db,
 		"MCPDUP_TEST_GW_KEYS="+keys, "MCPDUP_TEST_GW_ADDR="+addr)
 	cmd.Stderr = os.Stderr
@@ -55,12 +55,18 @@ func (p *gatewayProcess) kill() {
 	}
 }
 
-// TestHelperGatewayProcess is the gateway process the crash tests kill.
-func TestHelperGatewayProcess(t *testing.T) {
-	cfgText := os.Getenv("MCPDUP_TEST_GW_CONFIG")
-	if cfgText == "" {
-		t.Skip("run by the crash tests")
+// TestMain turns this test binary into the gateway process the crash
+// tests kill when startGatewayProcess runs it with the configuration in
+// its environment; otherwise it runs the tests.
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv("MCPDUP_TEST_GW_CONFIG"); cfg != "" {
+		serveGatewayProcess(cfg)
+		return
 	}
+	os.Exit(m.Run())
+}
+
+func serveGatewayProcess(cfgText string) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "helper gateway:", err)
 		os.Exit(3)
@@ -96,9 +102,6 @@ func freeAddr(t *testing.T) string {
 // execution comes back unknown, the contract decides, and the target has
 // acted once.
 func TestGatewayKilledMidFlight(t *testing.T) {
-	if os.Getenv("MCPDUP_TEST_GW_CONFIG") != "" {
-		t.Skip("helper process")
-	}
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
 	target := gatewaytest.NewTarget()

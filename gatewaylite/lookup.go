@@ -33,16 +33,7 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 	}
 	if out.NeverStarted && send != nil {
 		g.lookups.Delete(exec.ID)
-		next, err := g.transition(ctx, exec, activity.StateDispatched, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")
-		if err != nil {
-			return exec
-		}
-		done := g.inflight.begin(next.ID)
-		defer done()
-		out = spec.dispatch(ctx, next.ID, send)
-		exec = g.recordOutcome(ctx, next, out, "after resend: ")
-		g.results.put(exec.ResultRef, out.Result)
-		return exec
+		return g.resend(ctx, spec, exec, send, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")
 	}
 	if out.State == activity.StateUnknown {
 		g.log.Info("status lookup inconclusive", "execution", exec.ID, "reason", out.Reason)

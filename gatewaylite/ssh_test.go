@@ -247,9 +247,6 @@ func TestSSHDropAfterStart(t *testing.T) {
 // records the real exit code; the agent's retry gets that result; the
 // command ran once.
 func TestSSHGatewayKilledMidCommand(t *testing.T) {
-	if os.Getenv("MCPDUP_TEST_GW_CONFIG") != "" {
-		t.Skip("helper process")
-	}
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
 	sshd := gatewaytest.StartSSHD(t)

@@ -332,15 +332,11 @@ func (d *har) request(k *sink, n int64, e *harEntry, u *url.URL, start, end time
 	if err != nil {
 		return k.fail(n, err)
 	}
-	contract := activity.ContractBlockedAfterUnknown
+	contract := httpContract(method, key)
 	nr := []activity.Fact{activity.FactAuthorization, activity.FactDelivery, activity.FactRunIdentity, activity.FactFingerprint}
 	ex := activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelHTTP, Target: target, Method: method, Arguments: args},
 		CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(start)}, Source: k.at(n)}
-	switch {
-	case method == "GET" || method == "HEAD" || method == "OPTIONS":
-		contract = activity.ContractReadOnly
-	case key != "":
-		contract = activity.ContractRepeatableWithKey
+	if contract == activity.ContractRepeatableWithKey {
 		ex.IdempotencyKey = activity.Some(key)
 		d.keys[key] = id
 	}

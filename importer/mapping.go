@@ -455,13 +455,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 	if len(m.IdempotencyKey.From) == 0 {
 		nr = append(nr, activity.FactIdempotencyKey)
 	}
-	contract := activity.ContractBlockedAfterUnknown
-	switch {
-	case method == "GET" || method == "HEAD" || method == "OPTIONS":
-		contract = activity.ContractReadOnly
-	case key != "":
-		contract = activity.ContractRepeatableWithKey
-	}
+	contract := httpContract(method, key)
 	if prior, ok := d.keys[key]; key != "" && ok {
 		call.Disposition, call.ExecutionID, call.Reason = activity.DispositionAttached, prior, "the same Idempotency-Key as an earlier request"
 		if _, err := k.call(call); err != nil {

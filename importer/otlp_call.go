@@ -109,13 +109,7 @@ func (x *otlpExec) start(ch activity.Channel, target, method, key string, line i
 	if err != nil {
 		return x.k.fail(line, err)
 	}
-	contract := activity.ContractBlockedAfterUnknown
-	switch {
-	case method == "GET" || method == "HEAD" || method == "OPTIONS":
-		contract = activity.ContractReadOnly
-	case key != "":
-		contract = activity.ContractRepeatableWithKey
-	}
+	contract := httpContract(method, key)
 	nr := x.notRecorded
 	e := activity.Execution{ID: id, Action: activity.Action{Actor: x.actor, Tool: x.tool, Channel: ch, Target: target, Method: method, Arguments: x.args},
 		RunID: x.run, Contract: contract, CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(c.ReceivedAt)}, Source: x.k.at(line)}

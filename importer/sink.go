@@ -92,3 +92,17 @@ func (k *sink) accept(e activity.Execution) (activity.Execution, error) {
 	}
 	return e, err
 }
+
+// httpContract is the contract an HTTP request from a log implies: safe
+// methods are read-only, a request carrying an Idempotency-Key is
+// repeatable with that key, anything else is blocked after an unknown
+// outcome.
+func httpContract(method, key string) activity.Contract {
+	switch {
+	case method == "GET" || method == "HEAD" || method == "OPTIONS":
+		return activity.ContractReadOnly
+	case key != "":
+		return activity.ContractRepeatableWithKey
+	}
+	return activity.ContractBlockedAfterUnknown
+}

@@ -90,11 +90,8 @@ func (c *DenyCmd) Run(g *Globals) error {
 }
 
 func decide(g *Globals, id string, state activity.ApprovalState, operator, note string) error {
-	if err := requireOperator(operator); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	s, err := g.openStore(ctx, writeStore)
+	s, err := g.openAsOperator(ctx, operator)
 	if err != nil {
 		return err
 	}

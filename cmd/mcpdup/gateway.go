@@ -119,11 +119,8 @@ func (c *UnlockCmd) Help() string {
 func (c *UnlockCmd) Run(g *Globals) error { return setVault(g, false, c.Operator, c.Reason) }
 
 func setVault(g *Globals, locked bool, operator, reason string) error {
-	if err := requireOperator(operator); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	s, err := g.openStore(ctx, writeStore)
+	s, err := g.openAsOperator(ctx, operator)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,15 @@ func requireOperator(op string) error {
 	return nil
 }
 
+// openAsOperator opens the store for writing on behalf of operator, whom
+// every operator action (resolve, approve, deny, lock, unlock) must name.
+func (g *Globals) openAsOperator(ctx context.Context, operator string) (*activity.Store, error) {
+	if err := requireOperator(operator); err != nil {
+		return nil, err
+	}
+	return g.openStore(ctx, writeStore)
+}
+
 func (g *Globals) keyDir() string {
 	if g.KeyDir != "" {
 		return g.KeyDir

@@ -44,11 +44,8 @@ func (c *ResolveCmd) outcome() activity.ResolutionOutcome {
 }
 
 func (c *ResolveCmd) Run(g *Globals) error {
-	if err := requireOperator(c.Operator); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	s, err := g.openStore(ctx, writeStore)
+	s, err := g.openAsOperator(ctx, c.Operator)
 	if err != nil {
 		return err
 	}

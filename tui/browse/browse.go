@@ -11,19 +11,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mcpdup/mcpdup/tui/cells"
+	"github.com/mcpdup/mcpdup/tui/nav"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
-
-type keyMap struct{ Up, Down, Top, Bottom, PageUp, PageDown key.Binding }
-
-var keys = keyMap{
-	Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-	Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
-	Top:      key.NewBinding(key.WithKeys("g", "home"), key.WithHelp("g", "top")),
-	Bottom:   key.NewBinding(key.WithKeys("G", "end"), key.WithHelp("G", "bottom")),
-	PageUp:   key.NewBinding(key.WithKeys("pgup", "ctrl+u"), key.WithHelp("pgup", "page up")),
-	PageDown: key.NewBinding(key.WithKeys("pgdown", "ctrl+d"), key.WithHelp("pgdn", "page down")),
-}
 
 // Model is a titled table of text rows.
 type Model struct {
@@ -61,10 +51,10 @@ func (m Model) WithKeys(extra ...key.Binding) Model {
 
 // ShortHelp and FullHelp list the keys.
 func (m Model) ShortHelp() []key.Binding {
-	return append([]key.Binding{keys.Up, keys.Down}, m.extra...)
+	return append([]key.Binding{nav.Keys.Up, nav.Keys.Down}, m.extra...)
 }
 func (m Model) FullHelp() [][]key.Binding {
-	cols := [][]key.Binding{{keys.Up, keys.Down, keys.Top, keys.Bottom, keys.PageUp, keys.PageDown}}
+	cols := [][]key.Binding{nav.Keys.Bindings()}
 	if len(m.extra) > 0 {
 		cols = append(cols, m.extra)
 	}
@@ -83,20 +73,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	if !ok {
 		return m, nil
 	}
-	switch {
-	case key.Matches(km, keys.Up):
-		m.cursor--
-	case key.Matches(km, keys.Down):
-		m.cursor++
-	case key.Matches(km, keys.Top):
-		m.cursor = 0
-	case key.Matches(km, keys.Bottom):
-		m.cursor = len(m.rows) - 1
-	case key.Matches(km, keys.PageUp):
-		m.cursor -= m.page()
-	case key.Matches(km, keys.PageDown):
-		m.cursor += m.page()
-	}
+	m.cursor, _ = nav.Move(km, m.cursor, len(m.rows), m.page())
 	m.cursor = min(max(m.cursor, 0), max(len(m.rows)-1, 0))
 	return m, nil
 }

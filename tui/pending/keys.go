@@ -1,14 +1,16 @@
 package pending
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"github.com/charmbracelet/bubbles/key"
+
+	"github.com/mcpdup/mcpdup/tui/nav"
+)
 
 type keyMap struct {
-	Up, Down, Verify, Reject, Approve, Deny, Submit, Cancel, Yes key.Binding
+	Verify, Reject, Approve, Deny, Submit, Cancel, Yes key.Binding
 }
 
 var keys = keyMap{
-	Up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-	Down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 	Verify:  key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "mark verified (it took effect)")),
 	Reject:  key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "mark rejected (it did not)")),
 	Approve: key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "approve")),
@@ -41,5 +43,5 @@ func (m Model) FullHelp() [][]key.Binding {
 	if m.step != stepBrowse {
 		return [][]key.Binding{m.ShortHelp()}
 	}
-	return [][]key.Binding{{keys.Up, keys.Down}, m.ShortHelp()}
+	return [][]key.Binding{{nav.Keys.Up, nav.Keys.Down}, m.ShortHelp()}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/tui/cells"
+	"github.com/mcpdup/mcpdup/tui/nav"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -152,9 +153,9 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	}
 	it := m.selected()
 	switch {
-	case key.Matches(km, keys.Up):
+	case key.Matches(km, nav.Keys.Up):
 		m.cursor = max(m.cursor-1, 0)
-	case key.Matches(km, keys.Down):
+	case key.Matches(km, nav.Keys.Down):
 		m.cursor = min(m.cursor+1, max(len(m.items)-1, 0))
 	case it != nil && it.exec != nil && key.Matches(km, keys.Verify):
 		return m.ask("verified")

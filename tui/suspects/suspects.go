@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/tui/cells"
+	"github.com/mcpdup/mcpdup/tui/nav"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -141,19 +142,12 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 		return m, cmd
 	}
+	if cursor, ok := nav.Move(km, m.cursor, len(m.shown), max(m.rows()-1, 1)); ok {
+		m.cursor = cursor
+		m.clamp()
+		return m, nil
+	}
 	switch {
-	case key.Matches(km, keys.Up):
-		m.cursor--
-	case key.Matches(km, keys.Down):
-		m.cursor++
-	case key.Matches(km, keys.Top):
-		m.cursor = 0
-	case key.Matches(km, keys.Bottom):
-		m.cursor = len(m.shown) - 1
-	case key.Matches(km, keys.PageUp):
-		m.cursor -= max(m.rows()-1, 1)
-	case key.Matches(km, keys.PageDown):
-		m.cursor += max(m.rows()-1, 1)
 	case key.Matches(km, keys.Filter):
 		m.filtering = true
 		return m, m.filter.Focus()
