@@ -1,6 +1,7 @@
 package activity_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -74,4 +75,73 @@ func BenchmarkLifecycle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "executions/s")
+}
+
+// BenchmarkGatewayCall writes what one gateway tools/call writes, in the
+// gateway's three commits: the call with accept, authorized and dispatched;
+// the outcome with its result; the delivery. It reports CPU time per call
+// (user+system, which the fsync wait does not count) beside the rate, as
+// the committer's CPU is what bounds the gateway's throughput.
+//
+//	go test ./activity -run '^$' -bench GatewayCall -benchtime 2000x
+func BenchmarkGatewayCall(b *testing.B) {
+	s, _ := activitytest.Open(b, activity.Options{})
+	var run activity.Run
+	if _, err := s.Write(ctx, func(w *activity.Writer) error {
+		var err error
+		run, err = w.StartRun(activity.Run{Actor: "agent:bench", IdentifiedBy: activity.RunByToken})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	write := func(fn func(w *activity.Writer) error) {
+		if _, err := s.Write(ctx, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu0 := activitytest.CPUTime()
+	b.ResetTimer()
+	for i := range b.N {
+		var e activity.Execution
+		write(func(w *activity.Writer) error {
+			fp := fmt.Sprintf("fp-%d", i)
+			if _, err := w.LatestMatch(fp, "agent:bench", "run"); err != nil {
+				return err
+			}
+			c, err := w.RecordCall(activity.Call{Actor: "agent:bench", Method: "tools/call", Tool: "deploy_release", RunID: run.ID,
+				Arguments: []byte(`{"service":"api","version":"1.2.3"}`), Disposition: activity.DispositionNewExecution})
+			if err != nil {
+				return err
+			}
+			e, err = w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:bench", Tool: "deploy_release", Channel: activity.ChannelHTTP,
+				Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", Arguments: []byte(`{"service":"api","version":"1.2.3"}`), IntentScope: "run"},
+				Fingerprint: fp, RunID: run.ID, CreatedByCall: c.ID, Contract: activity.ContractRepeatableWithKey})
+			if err != nil {
+				return err
+			}
+			if _, _, err := w.VaultLocked(); err != nil {
+				return err
+			}
+			if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateAuthorized}); err != nil {
+				return err
+			}
+			e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched})
+			return err
+		})
+		write(func(w *activity.Writer) error {
+			ref, err := w.PutResult([]byte(`{"content":[{"type":"text","text":"ok"}]}`))
+			if err != nil {
+				return err
+			}
+			_, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateSucceeded, TargetStatus: activity.Some(201), ResultRef: ref})
+			return err
+		})
+		write(func(w *activity.Writer) error {
+			_, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDelivered})
+			return err
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
 }

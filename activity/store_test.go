@@ -594,6 +594,57 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 	}
 }
 
+// TestAcceptAndDispatchInOneWrite: the row of an execution accepted and
+// moved on in one request is inserted once, in the state the request left
+// it in; accepting an id that exists fails the whole write.
+func TestAcceptAndDispatchInOneWrite(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	var id activity.ExecutionID
+	_, err := s.Write(ctx, func(w *activity.Writer) error {
+		e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+			Fingerprint: "hmac-sha256:one", Contract: activity.ContractRepeatableWithKey})
+		if err != nil {
+			return err
+		}
+		id = e.ID
+		for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched} {
+			if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: to}); err != nil {
+				return err
+			}
+		}
+		if got, err := w.Execution(id); err != nil || got.State != activity.StateDispatched {
+			return fmt.Errorf("inside the write: %s, %v", got.State, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Execution(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != activity.StateDispatched || !e.Times.Accepted.OK || !e.Times.Authorized.OK || !e.Times.Dispatched.OK {
+		t.Fatalf("stored row: state %s, times %+v", e.State, e.Times)
+	}
+	ts, err := s.Transitions(ctx, id)
+	if err != nil || len(ts) != 3 {
+		t.Fatalf("transitions: %d, %v", len(ts), err)
+	}
+	before, _ := s.Stats(ctx)
+	_, err = s.Write(ctx, func(w *activity.Writer) error {
+		_, err := w.Accept(activity.Execution{ID: id, Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+			Fingerprint: "hmac-sha256:two"})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), string(id)) {
+		t.Fatalf("accepting an existing id: %v", err)
+	}
+	if after, _ := s.Stats(ctx); after.Records != before.Records || after.Executions != before.Executions {
+		t.Fatalf("a failed write changed the store: %+v -> %+v", before, after)
+	}
+}
+
 // TestMigrationFromVersion1: a database written by schema 1 opens, gets
 // the executions_match index with seq, and keeps its data and chain.
 func TestMigrationFromVersion1(t *testing.T) {

@@ -42,13 +42,12 @@ type Writer struct {
 	appended int64
 	dirty    []*execEntry         // cached executions whose row flush must write
 	txStmts  map[string]*sql.Stmt // bulk: statements prepared on this transaction
-	// bulk: log and transition rows waiting to be inserted many per
-	// statement (written before anything reads those tables, and at the end).
+	// log and transition rows waiting to be inserted many per statement
+	// (written before anything reads those tables, and at the end).
 	logRows, transitionRows rows
 }
 
-// rowsPerInsert is how many rows a bulk writer puts in one INSERT: one
-// statement per row costs about twice as much per row in modernc/sqlite.
+// rowsPerInsert is how many rows one INSERT carries at most.
 const rowsPerInsert = 64
 
 // insertSQL is a table's INSERT for one row and for rowsPerInsert rows.
@@ -67,18 +66,18 @@ var (
 	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `, `(?,?,?,?,?,?,?,?,?,?)`)
 )
 
-// rows buffers one table's inserts for a bulk writer.
+// rows buffers one table's inserts.
 type rows struct {
 	sql  *insertSQL
 	args []any
 	n    int
 }
 
-// insert writes a row now, or for a bulk writer adds it to r.
+// insert adds a row to r, written many per statement when r fills up or
+// the request ends (insertBuffered): one statement per row costs about
+// twice as much per row in modernc/sqlite, and a gateway call appends
+// several log and transition rows.
 func (w *Writer) insert(r *rows, q *insertSQL, args ...any) error {
-	if !w.bulk {
-		return w.exec(q.one, args...)
-	}
 	r.sql = q
 	r.args = append(r.args, args...)
 	r.n++
@@ -126,9 +125,11 @@ const maxBulkCache = 4096
 func (w *Writer) Bulk() { w.bulk = true }
 
 type execEntry struct {
-	e     Execution
-	dirty bool
-	seq   int64 // updated_seq to write
+	e         Execution
+	dirty     bool
+	seq       int64 // updated_seq to write
+	insertSeq int64 // seq of the accepting record
+	pending   bool  // accepted in this transaction, row not yet inserted
 }
 
 // Write runs fn in a transaction and commits it durably before returning:
@@ -694,21 +695,40 @@ func (w *Writer) Accept(e Execution) (Execution, error) {
 	if err := w.flush(); err != nil {
 		return e, err
 	}
+	// The row itself is inserted by flush, with the state the request
+	// leaves it in: accepting and dispatching in one request is one INSERT.
+	// A bulk writer inserts it now, so a duplicate is blamed on its line.
+	w.cache(e, true, rec.Seq)
+	ent := w.execs[e.ID]
+	ent.insertSeq, ent.pending = rec.Seq, true
+	if err := w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall}); err != nil {
+		return e, err
+	}
+	if w.bulk {
+		return e, w.flush()
+	}
+	return e, nil
+}
+
+// insertExecution writes the projection row of an execution accepted in
+// this transaction.
+func (w *Writer) insertExecution(ent *execEntry) error {
+	e := ent.e
 	var window any
 	if e.Window.OK {
 		window = e.Window.V.Milliseconds()
 	}
-	if err := w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
-		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	return w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
+		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq,
+		authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at, target_status, exit_code, result_ref, error, outcome)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope, e.EffectKey(),
 		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
 		nullString(string(e.CreatedByCall)), window, nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
-		nullString(string(e.Source.Source)), nullInt(e.Source.Line), rec.Seq, rec.Seq); err != nil {
-		return e, fmt.Errorf("execution %s: %w", e.ID, err)
-	}
-	w.cache(e, false, rec.Seq)
-	return e, w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall})
+		nullString(string(e.Source.Source)), nullInt(e.Source.Line), ent.insertSeq, ent.seq,
+		nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
+		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
+		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)))
 }
 
 func (w *Writer) cache(e Execution, dirty bool, seq int64) {
@@ -732,6 +752,13 @@ func (w *Writer) cache(e Execution, dirty bool, seq int64) {
 func (w *Writer) flush() error {
 	for _, ent := range w.dirty {
 		if !ent.dirty {
+			continue
+		}
+		if ent.pending {
+			if err := w.insertExecution(ent); err != nil {
+				return fmt.Errorf("execution %s: %w", ent.e.ID, err)
+			}
+			ent.dirty, ent.pending = false, false
 			continue
 		}
 		e := ent.e

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -374,4 +375,15 @@ func PeakHeap() (stop func() float64) {
 		<-finished
 		return float64(peak.Load()) / (1 << 20)
 	}
+}
+
+// CPUTime is the CPU time (user and system) this process has used so far:
+// a benchmark's CPU cost per operation, which waiting on fsync does not
+// inflate the way it inflates wall time.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
