@@ -122,18 +122,60 @@ func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
 		t.Fatalf("how it was resolved is not recorded: %+v", trs)
 	}
 
-	// The request never arrived: the status endpoint has no record, the
-	// execution failed without acting, and a retry acts once.
+	// The request never arrived: the status endpoint has no record (yet),
+	// so it is sent again under the same execution id and key, not
+	// recorded as "never acted" (a retry would then act under a new key).
 	h.proxy.Next(gatewaytest.DropRequest)
 	res = mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
-	if m := execMeta(t, res); m["state"] != "failed" || !strings.Contains(resultText(res), "never reached the target") {
+	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
 		t.Fatalf("lookup of a request that never arrived: %v %s", m, resultText(res))
 	}
-	before := h.target.Total()
-	h.waitState(h.executions("open_ticket")[1].ID, activity.StateDelivered)
-	mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
-	if h.target.Total() != 2 || before != 1 {
-		t.Fatalf("effects before retry %d, after %d", before, h.target.Total())
+	execs := h.executions("open_ticket")
+	if h.target.Total() != 2 || len(execs) != 2 {
+		t.Fatalf("effects %d, executions %d", h.target.Total(), len(execs))
+	}
+	trs, _ = h.store.Transitions(ctx, execs[1].ID)
+	var path []string
+	resent := false
+	for _, tr := range trs {
+		path = append(path, string(tr.To))
+		resent = resent || strings.Contains(tr.Reason, "404") && strings.Contains(tr.Reason, "sent again under the same execution id")
+	}
+	if got := strings.Join(path, ">"); !resent || !strings.HasPrefix(got, "accepted>authorized>dispatched>unknown>dispatched>succeeded") {
+		t.Fatalf("lifecycle %s, resent %v: %+v", got, resent, trs)
+	}
+	if n := h.target.Arrivals(string(execs[1].ID)); n != 1 {
+		t.Fatalf("requests under the execution's key: %d", n)
+	}
+	// The agent's retry gets the stored result; nothing acts again.
+	h.waitState(execs[1].ID, activity.StateDelivered)
+	res = mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
+	if m := execMeta(t, res); m["replayed"] != true || h.target.Total() != 2 {
+		t.Fatalf("retry after the resend: %v, effects %d", m, h.target.Total())
+	}
+}
+
+// TestFaultLookupLateRequestActsOnce: the first send is lost to the
+// client but reaches the target later than the status lookup. "No record
+// yet" must not become "never acted": the resend under the same key and
+// the late first send are one effect.
+func TestFaultLookupLateRequestActsOnce(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	h.proxy.Next(gatewaytest.LateRequest)
+	res := mustCall(t, cs, "open_ticket", map[string]any{"title": "late"}, nil)
+	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
+		t.Fatalf("after a 404 lookup: %v %s", m, resultText(res))
+	}
+	h.proxy.WaitLate()
+	id := string(h.executions("open_ticket")[0].ID)
+	if n := h.target.Arrivals(id); n != 2 {
+		t.Fatalf("sends that reached the target under key %s: %d, want the resend and the late first send", id, n)
+	}
+	// A naive retry after the answer: attaches, acts no more.
+	mustCall(t, cs, "open_ticket", map[string]any{"title": "late"}, nil)
+	if h.target.Total() != 1 || h.target.Duplicates() != 0 || len(h.executions("open_ticket")) != 1 {
+		t.Fatalf("effects %d, duplicates %d, executions %d", h.target.Total(), h.target.Duplicates(), len(h.executions("open_ticket")))
 	}
 }
 

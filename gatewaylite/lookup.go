@@ -13,12 +13,16 @@ import (
 
 // lookup asks a recoverable_by_lookup tool's status endpoint what became
 // of an execution whose outcome is unknown, and records what it learned
-// and how. 200: the target acted, and its answer becomes the result. 404:
-// the target has no record, so it never acted. Anything else leaves the
-// outcome unknown. An SSH host with no marker for the execution has not
-// started it; when an agent is waiting (send != nil) it is sent again
-// under the same execution id, which the host's helper refuses to start
-// twice should the first send start late.
+// and how. 200: the target acted, and its answer becomes the result.
+// Anything else but 404 leaves the outcome unknown.
+//
+// A 404, like an SSH host with no marker, means the target has no trace
+// of it yet — not that it never will: the first send may still be on its
+// way or queued. So it is not recorded as "never acted" (a retry would
+// then start a second execution under a new key). When an agent is
+// waiting (send != nil) it is sent again under the same execution id:
+// the same Idempotency-Key for HTTP, which lets the target fold a late
+// first send into it; the host's helper refuses to start one id twice.
 func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
 	var out Outcome
 	switch {
@@ -67,9 +71,8 @@ func (h *httpTarget) lookup(ctx context.Context, tmpl string, id activity.Execut
 		return Outcome{State: activity.StateSucceeded, Status: activity.Some(resp.StatusCode), Result: httpResult(resp, data),
 			Reason: "the status endpoint reports the action took effect"}
 	case resp.StatusCode == http.StatusNotFound:
-		return Outcome{State: activity.StateFailed, Status: activity.Some(resp.StatusCode),
-			Result: textJSON(true, fmt.Sprintf("Execution %s never reached the target (its status endpoint has no record of it). Nothing happened; calling again will act.", id)),
-			Reason: "the status endpoint has no record: the target never acted"}
+		return Outcome{State: activity.StateUnknown, NeverStarted: true,
+			Reason: "the status endpoint has no record of it (404): the target has not acted"}
 	}
 	return Outcome{State: activity.StateUnknown, Reason: fmt.Sprintf("status endpoint answered %d", resp.StatusCode)}
 }

@@ -32,6 +32,7 @@ type Target struct {
 	effects map[string]int          // body → times acted
 	byKey   map[string]storedAnswer // Idempotency-Key → first answer
 	keyed   map[string]string       // Idempotency-Key → body
+	arrived map[string]int          // Idempotency-Key → requests that carried it
 	total   atomic.Int64
 	hold    chan struct{}
 	delay   time.Duration
@@ -73,7 +74,7 @@ type storedAnswer struct {
 //	GET  /v1/status/{key}       200 with the stored answer if that Idempotency-Key acted, else 404
 //	GET  /v1/read/{anything}    a read: 200, no effect
 func NewTarget() *Target {
-	t := &Target{effects: map[string]int{}, byKey: map[string]storedAnswer{}, keyed: map[string]string{}}
+	t := &Target{effects: map[string]int{}, byKey: map[string]storedAnswer{}, keyed: map[string]string{}, arrived: map[string]int{}}
 	t.Server = httptest.NewServer(http.HandlerFunc(t.serve))
 	return t
 }
@@ -110,6 +111,9 @@ func (t *Target) act(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	intent := r.URL.Path + " " + string(body)
 	t.mu.Lock()
+	if key != "" {
+		t.arrived[key]++
+	}
 	if t.fail > 0 {
 		t.fail--
 		t.mu.Unlock()
@@ -150,6 +154,14 @@ func (t *Target) Effects() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Arrivals is how many action requests carrying Idempotency-Key key
+// reached the target, whether they acted or were replayed.
+func (t *Target) Arrivals(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.arrived[key]
 }
 
 // Total is how many effects the target performed.
@@ -196,10 +208,17 @@ const (
 	// event, then cuts the client's connection: a broken SSE stream the
 	// client can resume with Last-Event-ID.
 	CutStream
+	// LateRequest reads the whole request, closes the client's connection
+	// at once, and forwards the request to the target LateBy later: a send
+	// the client gave up on that still arrives, after any quick lookup.
+	LateRequest
 )
 
+// LateBy is how long a LateRequest is held before it reaches the target.
+const LateBy = 500 * time.Millisecond
+
 func (f Fault) String() string {
-	return [...]string{"pass", "drop-request", "drop-response", "cut-stream"}[f]
+	return [...]string{"pass", "drop-request", "drop-response", "cut-stream", "late-request"}[f]
 }
 
 // FaultProxy is an HTTP proxy on a loopback port that applies a fault to
@@ -212,7 +231,8 @@ type FaultProxy struct {
 	queue    []Fault
 	// Plan, when set, chooses the fault for exchanges with an empty queue.
 	Plan   func(r *http.Request, body []byte) Fault
-	counts [4]atomic.Int64
+	late   sync.WaitGroup
+	counts [5]atomic.Int64
 }
 
 // NewFaultProxy proxies to upstream (a base URL).
@@ -233,6 +253,24 @@ func (p *FaultProxy) Next(f ...Fault) {
 	p.queue = append(p.queue, f...)
 	p.mu.Unlock()
 }
+
+// forwardLate sends a request the client already lost to the target.
+func (p *FaultProxy) forwardLate(method, uri string, h http.Header, body []byte) {
+	defer p.late.Done()
+	time.Sleep(LateBy)
+	req, err := http.NewRequest(method, p.upstream+uri, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header = h
+	if resp, err := p.client.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// WaitLate waits until every LateRequest has reached the target.
+func (p *FaultProxy) WaitLate() { p.late.Wait() }
 
 // Count returns how many exchanges got fault f.
 func (p *FaultProxy) Count(f Fault) int64 { return p.counts[f].Load() }
@@ -263,6 +301,12 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.counts[f].Add(1)
 	if f == DropRequest {
 		hangUp(w)
+		return
+	}
+	if f == LateRequest {
+		hangUp(w)
+		p.late.Add(1)
+		go p.forwardLate(r.Method, r.URL.RequestURI(), r.Header.Clone(), body)
 		return
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
