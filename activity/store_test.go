@@ -645,6 +645,50 @@ func TestAcceptAndDispatchInOneWrite(t *testing.T) {
 	}
 }
 
+// TestBulkRowErrorNamesTheLine: imported executions and calls are
+// inserted many per statement; one the store refuses is still named, with
+// the line of the file it came from, and nothing of the write is kept.
+func TestBulkRowErrorNamesTheLine(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	var src activity.Source
+	var taken activity.ExecutionID
+	_, err := s.Write(ctx, func(w *activity.Writer) error {
+		var err error
+		if src, err = w.AddSource(activity.Source{Format: "test", File: "a.jsonl", SHA256: strings.Repeat("a", 64)}); err != nil {
+			return err
+		}
+		e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+			Source: activity.Provenance{Source: src.ID, Line: 1}})
+		taken = e.ID
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.LogSize(ctx)
+	_, err = s.Write(ctx, func(w *activity.Writer) error {
+		w.Bulk()
+		for line := int64(1); line <= 300; line++ {
+			e := activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
+				Source: activity.Provenance{Source: src.ID, Line: line}}
+			if line == 170 {
+				e.ID = taken
+			}
+			if _, err := w.Accept(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var re *activity.RowError
+	if !errors.As(err, &re) || re.Line != 170 || !strings.Contains(err.Error(), string(taken)) || !strings.Contains(err.Error(), "UNIQUE") {
+		t.Fatalf("duplicate execution id: %v (%+v)", err, re)
+	}
+	if after, _ := s.LogSize(ctx); after != before {
+		t.Fatalf("a refused write kept %d records", after-before)
+	}
+}
+
 // TestMigrationFromVersion1: a database written by schema 1 opens, gets
 // the executions_match index with seq, and keeps its data and chain.
 func TestMigrationFromVersion1(t *testing.T) {

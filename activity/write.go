@@ -42,19 +42,27 @@ type Writer struct {
 	appended int64
 	dirty    []*execEntry         // cached executions whose row flush must write
 	txStmts  map[string]*sql.Stmt // bulk: statements prepared on this transaction
-	// log and transition rows waiting to be inserted many per statement
-	// (written before anything reads those tables, and at the end).
-	logRows, transitionRows rows
+	// Rows waiting to be inserted many per statement (written before
+	// anything reads their table, and at the end of the request).
+	logRows, transitionRows, callRows, execRows rows
 }
 
 // rowsPerInsert is how many rows one INSERT carries at most.
 const rowsPerInsert = 64
 
 // insertSQL is a table's INSERT for one row and for rowsPerInsert rows.
-type insertSQL struct{ prefix, tuple, one, full string }
+// kind, idCol and lineCol name the row a failed insert was about: its id
+// and, for imported rows, the source line (lineCol -1: none).
+type insertSQL struct {
+	prefix, tuple, one, full string
+	cols                     int
+	kind                     string
+	idCol, lineCol           int
+}
 
-func newInsertSQL(prefix, tuple string) *insertSQL {
-	return &insertSQL{prefix: prefix, tuple: tuple, one: prefix + tuple, full: valuesFor(prefix, tuple, rowsPerInsert)}
+func newInsertSQL(prefix, tuple, kind string, idCol, lineCol int) *insertSQL {
+	return &insertSQL{prefix: prefix, tuple: tuple, one: prefix + tuple, full: valuesFor(prefix, tuple, rowsPerInsert),
+		cols: strings.Count(tuple, "?"), kind: kind, idCol: idCol, lineCol: lineCol}
 }
 
 func valuesFor(prefix, tuple string, n int) string {
@@ -62,8 +70,16 @@ func valuesFor(prefix, tuple string, n int) string {
 }
 
 var (
-	logInsert        = newInsertSQL(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`)
-	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `, `(?,?,?,?,?,?,?,?,?,?)`)
+	logInsert = newInsertSQL(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`,
+		"record", 0, -1)
+	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id) VALUES `, `(?,?,?,?,?,?,?,?,?,?)`,
+		"transition of", 1, -1)
+	callInsert = newInsertSQL(`INSERT INTO calls(id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version, received_at, arguments, disposition, execution_id, reason, source_id, source_line, seq) VALUES `,
+		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, "call", 0, 16)
+	execInsert = newInsertSQL(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
+		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq,
+		authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at, target_status, exit_code, result_ref, error, outcome) VALUES `,
+		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, "execution", 0, 21)
 )
 
 // rows buffers one table's inserts.
@@ -87,7 +103,9 @@ func (w *Writer) insert(r *rows, q *insertSQL, args ...any) error {
 	return nil
 }
 
-// insertRows writes the rows r holds in one statement.
+// insertRows writes the rows r holds in one statement. If it fails (a
+// duplicate id, say), the rows are tried one by one so the error names
+// the row at fault; the statement that failed inserted nothing.
 func (w *Writer) insertRows(r *rows) error {
 	if r.n == 0 {
 		return nil
@@ -97,18 +115,46 @@ func (w *Writer) insertRows(r *rows) error {
 		q = valuesFor(r.sql.prefix, r.sql.tuple, r.n)
 	}
 	err := w.exec(q, r.args...)
+	if err != nil {
+		err = w.blameRow(r, err)
+	}
 	clear(r.args)
 	r.args, r.n = r.args[:0], 0
 	return err
 }
 
+// blameRow finds which of r's rows a failed multi-row insert stumbled on.
+func (w *Writer) blameRow(r *rows, err error) error {
+	for i := range r.n {
+		row := r.args[i*r.sql.cols : (i+1)*r.sql.cols]
+		if rerr := w.exec(r.sql.one, row...); rerr != nil {
+			re := &RowError{Row: fmt.Sprintf("%s %v", r.sql.kind, row[r.sql.idCol]), Err: rerr}
+			if r.sql.lineCol >= 0 {
+				re.Line, _ = row[r.sql.lineCol].(int64)
+			}
+			return re
+		}
+	}
+	return err
+}
+
+// RowError is a row the store refused, named by its id; Line is the
+// line of the imported file it came from, or 0.
+type RowError struct {
+	Row  string
+	Line int64
+	Err  error
+}
+
+func (e *RowError) Error() string { return e.Row + ": " + e.Err.Error() }
+func (e *RowError) Unwrap() error { return e.Err }
+
 // insertBuffered writes every buffered row.
 func (w *Writer) insertBuffered() error {
-	if err := w.insertRows(&w.logRows); err != nil {
-		return fmt.Errorf("log rows: %w", err)
-	}
-	if err := w.insertRows(&w.transitionRows); err != nil {
-		return fmt.Errorf("transition rows: %w", err)
+	for _, r := range []*rows{&w.logRows, &w.transitionRows, &w.callRows} {
+		if err := w.insertRows(r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -647,8 +693,7 @@ func (w *Writer) RecordCall(c Call) (Call, error) {
 	if err != nil {
 		return c, err
 	}
-	return c, w.exec(`INSERT INTO calls(id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version, received_at, arguments, disposition, execution_id, reason, source_id, source_line, seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	return c, w.insert(&w.callRows, callInsert,
 		string(c.ID), nullString(string(c.RunID)), c.Actor, c.Method, nullString(c.Tool), nullOpt(c.JSONRPCID), nullOpt(c.SessionID),
 		nullOpt(c.StreamID), nullOpt(c.EventID), nullOpt(c.ProtocolVersion), FormatTime(c.ReceivedAt), nullBytes(c.Arguments),
 		string(c.Disposition), nullString(string(c.ExecutionID)), nullString(c.Reason),
@@ -690,38 +735,32 @@ func (w *Writer) Accept(e Execution) (Execution, error) {
 	if err != nil {
 		return e, err
 	}
-	// The unique index on unresolved executions reads the rows: write the
-	// states this transaction changed before inserting another.
-	if err := w.flush(); err != nil {
-		return e, err
+	// The unique index on unresolved live executions reads the rows: write
+	// the states this transaction changed before inserting another.
+	// Imported executions are exempt from it; a bulk writer flushes them
+	// in batches.
+	if e.Source.IsZero() || len(w.dirty) >= maxBulkDirty {
+		if err := w.flush(); err != nil {
+			return e, err
+		}
 	}
 	// The row itself is inserted by flush, with the state the request
 	// leaves it in: accepting and dispatching in one request is one INSERT.
-	// A bulk writer inserts it now, so a duplicate is blamed on its line.
 	w.cache(e, true, rec.Seq)
 	ent := w.execs[e.ID]
 	ent.insertSeq, ent.pending = rec.Seq, true
-	if err := w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall}); err != nil {
-		return e, err
-	}
-	if w.bulk {
-		return e, w.flush()
-	}
-	return e, nil
+	return e, w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall})
 }
 
-// insertExecution writes the projection row of an execution accepted in
-// this transaction.
+// insertExecution adds the projection row of an execution accepted in
+// this transaction to the rows flush inserts.
 func (w *Writer) insertExecution(ent *execEntry) error {
 	e := ent.e
 	var window any
 	if e.Window.OK {
 		window = e.Window.V.Milliseconds()
 	}
-	return w.exec(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
-		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq,
-		authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at, target_status, exit_code, result_ref, error, outcome)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	return w.insert(&w.execRows, execInsert,
 		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope, e.EffectKey(),
 		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
 		nullString(string(e.CreatedByCall)), window, nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
@@ -747,18 +786,27 @@ func (w *Writer) cache(e Execution, dirty bool, seq int64) {
 	}
 }
 
+// maxBulkDirty is how many imported executions may wait for flush.
+const maxBulkDirty = 1024
+
 // flush writes the projection rows of executions changed in this
-// transaction: several transitions of one execution cost one UPDATE.
+// transaction: several transitions of one execution cost one UPDATE, and
+// one accepted in it is inserted once, in its latest state, many rows per
+// statement.
 func (w *Writer) flush() error {
 	for _, ent := range w.dirty {
-		if !ent.dirty {
-			continue
-		}
-		if ent.pending {
+		if ent.dirty && ent.pending {
 			if err := w.insertExecution(ent); err != nil {
-				return fmt.Errorf("execution %s: %w", ent.e.ID, err)
+				return err
 			}
 			ent.dirty, ent.pending = false, false
+		}
+	}
+	if err := w.insertRows(&w.execRows); err != nil {
+		return err
+	}
+	for _, ent := range w.dirty {
+		if !ent.dirty {
 			continue
 		}
 		e := ent.e

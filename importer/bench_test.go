@@ -3,12 +3,14 @@ package importer
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,18 @@ func BenchmarkImport(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				s := newStore(b)
+				if os.Getenv("DROPIDX") != "" {
+					db, err := sql.Open("sqlite", "file:"+s.Path())
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, ix := range strings.Split(os.Getenv("DROPIDX"), ",") {
+						if _, err := db.Exec("DROP INDEX " + ix); err != nil {
+							b.Fatal(err)
+						}
+					}
+					db.Close()
+				}
 				b.StartTimer()
 				rep, err := Import(ctx, s, path, Options{})
 				if err != nil {
@@ -153,10 +167,18 @@ func jqSeconds(b *testing.B, path string) float64 {
 	if _, err := exec.LookPath("jq"); err != nil {
 		b.Fatal("the benchmark compares with jq: install it (apt-get install jq)")
 	}
-	start := time.Now()
-	cmd := exec.Command("sh", "-c", `jq -c . "$1" >/dev/null`, "sh", path)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("jq: %v\n%s", err, out)
+	// jq's own time moves by a factor of up to 1.7 between runs on a busy
+	// machine: take its best of three, the comparison least kind to us.
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		cmd := exec.Command("sh", "-c", `jq -c . "$1" >/dev/null`, "sh", path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("jq: %v\n%s", err, out)
+		}
+		if s := time.Since(start).Seconds(); best == 0 || s < best {
+			best = s
+		}
 	}
-	return time.Since(start).Seconds()
+	return best
 }

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -49,6 +50,10 @@ func (k *sink) bad(line int64, field string, err error) error {
 // (an impossible state change, an id already in this database). Such a
 // file is never half imported, with or without --skip-bad.
 func (k *sink) fail(line int64, err error) error {
+	// Rows are written in batches: a refused row names its own line.
+	if re := (*activity.RowError)(nil); errors.As(err, &re) && re.Line > 0 {
+		line = re.Line
+	}
 	return fmt.Errorf("import %s line %d: %w", k.file, line, err)
 }
 
