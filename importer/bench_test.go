@@ -3,14 +3,12 @@ package importer
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,18 +74,6 @@ func BenchmarkImport(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				s := newStore(b)
-				if os.Getenv("DROPIDX") != "" {
-					db, err := sql.Open("sqlite", "file:"+s.Path())
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, ix := range strings.Split(os.Getenv("DROPIDX"), ",") {
-						if _, err := db.Exec("DROP INDEX " + ix); err != nil {
-							b.Fatal(err)
-						}
-					}
-					db.Close()
-				}
 				b.StartTimer()
 				rep, err := Import(ctx, s, path, Options{})
 				if err != nil {
