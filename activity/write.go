@@ -45,6 +45,7 @@ type Writer struct {
 	// Rows waiting to be inserted many per statement (written before
 	// anything reads their table, and at the end of the request).
 	logRows, transitionRows, callRows, execRows rows
+	ins                                         *inserter // bulk: runs the batched inserts
 }
 
 // rowsPerInsert is how many rows one INSERT carries at most.
@@ -114,23 +115,33 @@ func (w *Writer) insertRows(r *rows) error {
 	if r.n < rowsPerInsert {
 		q = valuesFor(r.sql.prefix, r.sql.tuple, r.n)
 	}
-	err := w.exec(q, r.args...)
-	if err != nil {
-		err = w.blameRow(r, err)
+	table, args, n := r.sql, r.args, r.n
+	write := func() error {
+		err := w.execNow(q, args...)
+		if err != nil {
+			err = w.blameRow(table, args, n, err)
+		}
+		return err
 	}
+	if w.ins != nil {
+		// The inserter owns args now; fill a new slice meanwhile.
+		r.args, r.n = make([]any, 0, cap(args)), 0
+		return w.ins.queue(write)
+	}
+	err := write()
 	clear(r.args)
 	r.args, r.n = r.args[:0], 0
 	return err
 }
 
-// blameRow finds which of r's rows a failed multi-row insert stumbled on.
-func (w *Writer) blameRow(r *rows, err error) error {
-	for i := range r.n {
-		row := r.args[i*r.sql.cols : (i+1)*r.sql.cols]
-		if rerr := w.exec(r.sql.one, row...); rerr != nil {
-			re := &RowError{Row: fmt.Sprintf("%s %v", r.sql.kind, row[r.sql.idCol]), Err: rerr}
-			if r.sql.lineCol >= 0 {
-				re.Line, _ = row[r.sql.lineCol].(int64)
+// blameRow finds which of n rows a failed multi-row insert stumbled on.
+func (w *Writer) blameRow(table *insertSQL, args []any, n int, err error) error {
+	for i := range n {
+		row := args[i*table.cols : (i+1)*table.cols]
+		if rerr := w.execNow(table.one, row...); rerr != nil {
+			re := &RowError{Row: fmt.Sprintf("%s %v", table.kind, row[table.idCol]), Err: rerr}
+			if table.lineCol >= 0 {
+				re.Line, _ = row[table.lineCol].(int64)
 			}
 			return re
 		}
@@ -168,7 +179,38 @@ const maxBulkCache = 4096
 // Bulk switches the writer to bulk mode for a long import: Write then
 // returns only the first record appended, and executions not changed
 // since the last flush leave the cache. Call it first in fn.
-func (w *Writer) Bulk() { w.bulk = true }
+func (w *Writer) Bulk() {
+	if !w.bulk {
+		w.bulk = true
+		w.ins = newInserter()
+	}
+}
+
+// Sync writes every row the writer holds and waits for them: an error
+// about one of them (a duplicate id, say) surfaces here rather than when
+// the transaction ends. Write calls it after fn.
+func (w *Writer) Sync() error {
+	if err := w.insertBuffered(); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if w.ins != nil {
+		return w.ins.sync()
+	}
+	return nil
+}
+
+// endBulk stops the inserter, after the inserts queued so far.
+func (w *Writer) endBulk() error {
+	if w.ins == nil {
+		return nil
+	}
+	err := w.ins.stop()
+	w.ins = nil
+	return err
+}
 
 type execEntry struct {
 	e         Execution
@@ -329,9 +371,10 @@ func (s *Store) runOne(tx *sql.Tx, chain *Writer, req *writeReq, i int, alone bo
 		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded}
 	err := req.fn(w)
 	if err == nil {
-		if err = w.insertBuffered(); err == nil {
-			err = w.flush()
-		}
+		err = w.Sync()
+	}
+	if berr := w.endBulk(); err == nil {
+		err = berr
 	}
 	if err != nil {
 		if alone {
@@ -380,7 +423,17 @@ func (w *Writer) Records() []Record { return w.records }
 // carry their own time.
 func (w *Writer) Now() time.Time { return w.now }
 
+// exec runs a statement after any inserts queued before it.
 func (w *Writer) exec(query string, args ...any) error {
+	if w.ins != nil {
+		if err := w.ins.sync(); err != nil {
+			return err
+		}
+	}
+	return w.execNow(query, args...)
+}
+
+func (w *Writer) execNow(query string, args ...any) error {
 	if stmt := w.txStmt(query); stmt != nil {
 		_, err := stmt.ExecContext(w.ctx, args...)
 		return err
@@ -393,7 +446,12 @@ func (w *Writer) exec(query string, args ...any) error {
 	return err
 }
 
+// queryRow runs a query after any inserts queued before it, so it sees
+// them. Should one have failed, the write fails when it ends (Sync).
 func (w *Writer) queryRow(query string, args ...any) *sql.Row {
+	if w.ins != nil {
+		w.ins.sync()
+	}
 	if stmt := w.txStmt(query); stmt != nil {
 		return stmt.QueryRowContext(w.ctx, args...)
 	}
@@ -619,7 +677,7 @@ func (w *Writer) EndRun(id RunID, at time.Time) error {
 		at = w.now
 	}
 	var ended sql.NullString
-	if err := w.tx.QueryRowContext(w.ctx, `SELECT ended_at FROM runs WHERE id = ?`, string(id)).Scan(&ended); err != nil {
+	if err := w.queryRow(`SELECT ended_at FROM runs WHERE id = ?`, string(id)).Scan(&ended); err != nil {
 		return fmt.Errorf("end run %s: %w", id, notFound(err))
 	}
 	if ended.Valid {

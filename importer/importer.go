@@ -151,6 +151,11 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		if err := dec.decode(ctx, in, k); err != nil {
 			return err
 		}
+		// Rows are written in batches, behind the decoder: a refused one
+		// is reported here, with its line, before the file is recorded.
+		if err := w.Sync(); err != nil {
+			return k.fail(in.Line(), err)
+		}
 		rep.Lines = in.Line()
 		rep.Note = dec.note()
 		if k.extra != "" {

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -209,5 +211,19 @@ func TestOwnExportFixture(t *testing.T) {
 	rep, err := Import(ctx, newStore(t), path, Options{})
 	if err != nil || rep.Executions != 8 || !strings.Contains(rep.Note, "signatures not checked") {
 		t.Fatalf("%+v %v", rep, err)
+	}
+}
+
+// TestRefusedRowNamesItsLine: rows are written in batches behind the
+// decoder, so a row the store refuses is reported with the line it came
+// from, not the line being read when the batch was written.
+func TestRefusedRowNamesItsLine(t *testing.T) {
+	k := &sink{file: "calls.jsonl"}
+	err := k.fail(900, fmt.Errorf("flush: %w", &activity.RowError{Row: "call c_1", Line: 870, Err: errors.New("UNIQUE constraint failed: calls.id")}))
+	if got := err.Error(); got != "import calls.jsonl line 870: flush: call c_1: UNIQUE constraint failed: calls.id" {
+		t.Fatalf("got %q", got)
+	}
+	if got := k.fail(900, errors.New("no such state")).Error(); got != "import calls.jsonl line 900: no such state" {
+		t.Fatalf("got %q", got)
 	}
 }
