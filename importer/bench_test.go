@@ -90,6 +90,7 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportMetric(float64(events)/sec, "events/s")
 			b.ReportMetric(jq/sec, "ratio_vs_jq")
 			b.ReportMetric(peak(), "peak_heap_MB")
+			b.ReportMetric(activitytest.MaxRSS(), "max_rss_MB")
 		})
 	}
 }
