@@ -729,13 +729,16 @@ func (w *Writer) requireRun(id RunID) error {
 // RecordCall records a protocol call. A call that attaches to an execution
 // names it; the execution must exist.
 func (w *Writer) RecordCall(c Call) (Call, error) {
-	if c.ID == "" {
-		c.ID = NewCallID(w.now)
-	}
 	if c.ReceivedAt.IsZero() {
 		c.ReceivedAt = w.now
 	}
 	c.ReceivedAt = c.ReceivedAt.UTC()
+	if c.ID == "" {
+		// From the call's own time, like an execution's: ids then grow
+		// with the log, and an import appends to the id index instead of
+		// scattering one transaction's calls over it at random.
+		c.ID = NewCallID(c.ReceivedAt)
+	}
 	if c.Method == "" || c.Disposition == "" {
 		return c, fmt.Errorf("call %s: method and disposition are required", c.ID)
 	}
