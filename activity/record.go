@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -135,6 +136,9 @@ func ParseHead(b []byte) (seq int64, prev tlog.Hash, err error) {
 // are canonical: for records whose bytes were already verified against
 // the chain (an export being imported). Bytes and Hash are not set.
 func ParseRecord(b []byte) (Record, error) {
+	if r, ok := parseLayout(b); ok {
+		return r, nil
+	}
 	var env struct {
 		V    int             `json:"v"`
 		Seq  int64           `json:"seq"`
@@ -153,6 +157,38 @@ func ParseRecord(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("record %d: kind and data are required", env.Seq)
 	}
 	return Record{Seq: env.Seq, Time: t, Kind: env.Kind, Data: env.Data}, nil
+}
+
+// parseLayout reads the envelope of bytes laid out as EncodeRecord writes
+// them by position instead of decoding JSON: an import reads a million of
+// them, and the data is decoded (and so checked) on its own afterwards.
+// Anything else is left to the JSON decoder (ok false).
+func parseLayout(b []byte) (Record, bool) {
+	seq, _, err := ParseHead(b)
+	if err != nil {
+		return Record{}, false
+	}
+	// ParseHead checked everything up to prev's closing quote.
+	head := len(recordPrefix) + len(strconv.FormatInt(seq, 10)) + len(`,"prev":"`) + 44 + len(`"`)
+	rest, ok := bytes.CutPrefix(b[head:], []byte(`,"t":"`))
+	if !ok || len(rest) < len(TimeFormat) {
+		return Record{}, false
+	}
+	t, err := time.Parse(TimeFormat, string(rest[:len(TimeFormat)]))
+	if err != nil {
+		return Record{}, false
+	}
+	rest, ok = bytes.CutPrefix(rest[len(TimeFormat):], []byte(`","kind":"`))
+	end := bytes.IndexByte(rest, '"')
+	if !ok || end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return Record{}, false
+	}
+	kind := Kind(rest[:end])
+	data, ok := bytes.CutPrefix(rest[end:], []byte(`","data":`))
+	if !ok || len(data) < 2 {
+		return Record{}, false
+	}
+	return Record{Seq: seq, Time: t, Kind: kind, Data: data[:len(data)-1]}, true
 }
 
 // DecodeRecord parses canonical record bytes fully. It checks the bytes are
@@ -224,6 +260,9 @@ func (r Record) Event() (any, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return nil, fmt.Errorf("record %d (%s): %w", r.Seq, r.Kind, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("record %d (%s): data is followed by more than one JSON value", r.Seq, r.Kind)
 	}
 	return v, nil
 }

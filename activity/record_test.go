@@ -3,6 +3,7 @@ package activity
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,49 @@ func TestIDsForAnyTime(t *testing.T) {
 		if id := string(NewExecutionID(tm)); !strings.HasPrefix(id, "act_") || len(id) != 30 {
 			t.Errorf("%v: %q", tm, id)
 		}
+	}
+}
+
+// TestParseRecordLayout: the by-position reading of an envelope agrees
+// with decoding it as JSON, and bytes laid out otherwise are still read
+// (by the decoder).
+func TestParseRecordLayout(t *testing.T) {
+	at := time.Date(2026, 11, 30, 8, 15, 0, 123456789, time.UTC)
+	for i, data := range []any{
+		Transition{ExecutionID: "act_01", To: StateDispatched, Reason: `quote " and \ and "t":"x"`},
+		Call{ID: "call_1", Method: "tools/call", Disposition: DispositionRefused, Arguments: []byte(`{"data":"}"}`)},
+	} {
+		kind := KindTransition
+		if i == 1 {
+			kind = KindCall
+		}
+		rec, err := EncodeRecord(int64(1000+i), GenesisHash("test"), at, kind, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := parseLayout(rec.Bytes); !ok {
+			t.Fatalf("EncodeRecord's layout not recognised: %s", rec.Bytes)
+		}
+		got, err := ParseRecord(rec.Bytes)
+		if err != nil || got.Seq != rec.Seq || !got.Time.Equal(at) || got.Kind != kind || !bytes.Equal(got.Data, rec.Data) {
+			t.Fatalf("layout: %+v %v; want data %s", got, err, rec.Data)
+		}
+		// The same envelope with its keys in another order and spacing.
+		other := fmt.Sprintf(`{"kind":%q, "data":%s, "seq":%d, "t":%q, "v":1}`, kind, rec.Data, rec.Seq, FormatTime(at))
+		if _, ok := parseLayout([]byte(other)); ok {
+			t.Fatal("another layout read by position")
+		}
+		got2, err := ParseRecord([]byte(other))
+		if err != nil || got2.Seq != got.Seq || !got2.Time.Equal(got.Time) || got2.Kind != got.Kind || !bytes.Equal(got2.Data, got.Data) {
+			t.Fatalf("decoder: %+v %v", got2, err)
+		}
+		if _, err := got.Event(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Data followed by more than its one value is refused by Event.
+	bad := Record{Seq: 7, Kind: KindTransition, Data: []byte(`{"execution_id":"act_01","to":"dispatched"},"x":1`)}
+	if _, err := bad.Event(); err == nil {
+		t.Fatal("trailing data accepted")
 	}
 }
