@@ -179,3 +179,44 @@ func TestParseRecordLayout(t *testing.T) {
 		t.Fatal("trailing data accepted")
 	}
 }
+
+// FuzzParseRecordLayout: whenever the by-position reading accepts bytes
+// and their data decodes as an event, decoding the envelope as JSON gives
+// the same record.
+func FuzzParseRecordLayout(f *testing.F) {
+	at := time.Date(2026, 11, 30, 8, 15, 0, 1, time.UTC)
+	for i, data := range []any{
+		Transition{ExecutionID: "act_01", To: StateDispatched, Reason: `"t":"x"`},
+		Call{ID: "call_1", Method: "tools/call", Disposition: DispositionRefused, Arguments: []byte(`{"data":"}"}`)},
+	} {
+		kind := []Kind{KindTransition, KindCall}[i]
+		rec, err := EncodeRecord(int64(i), GenesisHash("fuzz"), at, kind, data)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(rec.Bytes)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := parseLayout(b)
+		if !ok {
+			return
+		}
+		if _, err := got.Event(); err != nil {
+			return
+		}
+		var env struct {
+			V    int             `json:"v"`
+			Seq  int64           `json:"seq"`
+			T    string          `json:"t"`
+			Kind Kind            `json:"kind"`
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.Fatalf("read by position, refused as JSON: %v", err)
+		}
+		et, err := time.Parse(TimeFormat, env.T)
+		if err != nil || env.Seq != got.Seq || !et.Equal(got.Time) || env.Kind != got.Kind || !bytes.Equal(env.Data, got.Data) {
+			t.Fatalf("position %+v, JSON %+v", got, env)
+		}
+	})
+}
