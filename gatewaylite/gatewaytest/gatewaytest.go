@@ -231,7 +231,7 @@ type FaultProxy struct {
 	queue    []Fault
 	// Plan, when set, chooses the fault for exchanges with an empty queue.
 	Plan   func(r *http.Request, body []byte) Fault
-	late   sync.WaitGroup
+	late   []chan struct{} // LateRequests, each closed once it reached the target
 	counts [5]atomic.Int64
 }
 
@@ -255,8 +255,8 @@ func (p *FaultProxy) Next(f ...Fault) {
 }
 
 // forwardLate sends a request the client already lost to the target.
-func (p *FaultProxy) forwardLate(method, uri string, h http.Header, body []byte) {
-	defer p.late.Done()
+func (p *FaultProxy) forwardLate(done chan struct{}, method, uri string, h http.Header, body []byte) {
+	defer close(done)
 	time.Sleep(LateBy)
 	req, err := http.NewRequest(method, p.upstream+uri, bytes.NewReader(body))
 	if err != nil {
@@ -269,8 +269,18 @@ func (p *FaultProxy) forwardLate(method, uri string, h http.Header, body []byte)
 	}
 }
 
-// WaitLate waits until every LateRequest has reached the target.
-func (p *FaultProxy) WaitLate() { p.late.Wait() }
+// WaitLate waits until every LateRequest has reached the target. (Not a
+// WaitGroup: its Add would run in the server's goroutine, ordered before
+// the test's Wait only through the network, which the race detector
+// cannot see.)
+func (p *FaultProxy) WaitLate() {
+	p.mu.Lock()
+	late := p.late
+	p.mu.Unlock()
+	for _, done := range late {
+		<-done
+	}
+}
 
 // Count returns how many exchanges got fault f.
 func (p *FaultProxy) Count(f Fault) int64 { return p.counts[f].Load() }
@@ -304,9 +314,12 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f == LateRequest {
+		done := make(chan struct{}) // noted before the client hears anything
+		p.mu.Lock()
+		p.late = append(p.late, done)
+		p.mu.Unlock()
+		go p.forwardLate(done, r.Method, r.URL.RequestURI(), r.Header.Clone(), body)
 		hangUp(w)
-		p.late.Add(1)
-		go p.forwardLate(r.Method, r.URL.RequestURI(), r.Header.Clone(), body)
 		return
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
