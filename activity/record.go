@@ -139,6 +139,11 @@ func ParseRecord(b []byte) (Record, error) {
 	if r, ok := parseLayout(b); ok {
 		return r, nil
 	}
+	return parseJSON(b)
+}
+
+// parseJSON reads a record's envelope by decoding it as JSON.
+func parseJSON(b []byte) (Record, error) {
 	var env struct {
 		V    int             `json:"v"`
 		Seq  int64           `json:"seq"`

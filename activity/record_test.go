@@ -204,19 +204,12 @@ func FuzzParseRecordLayout(f *testing.F) {
 		if _, err := got.Event(); err != nil {
 			return
 		}
-		var env struct {
-			V    int             `json:"v"`
-			Seq  int64           `json:"seq"`
-			T    string          `json:"t"`
-			Kind Kind            `json:"kind"`
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(b, &env); err != nil {
+		want, err := parseJSON(b)
+		if err != nil {
 			t.Fatalf("read by position, refused as JSON: %v", err)
 		}
-		et, err := time.Parse(TimeFormat, env.T)
-		if err != nil || env.Seq != got.Seq || !et.Equal(got.Time) || env.Kind != got.Kind || !bytes.Equal(env.Data, got.Data) {
-			t.Fatalf("position %+v, JSON %+v", got, env)
+		if want.Seq != got.Seq || !want.Time.Equal(got.Time) || want.Kind != got.Kind || !bytes.Equal(want.Data, got.Data) {
+			t.Fatalf("position %+v, JSON %+v", got, want)
 		}
 	})
 }
