@@ -17,7 +17,10 @@ import (
 	"github.com/mcpdup/mcpdup/activity/audit"
 )
 
-var benchEvents = flag.Int("bench.events", 1_000_000, "events in the generated files the import benchmarks read")
+var (
+	benchEvents = flag.Int("bench.events", 1_000_000, "events in the generated files the import benchmarks read")
+	benchJQ     = flag.Bool("bench.jq", true, "time jq over the same file (false: import only, for comparing two builds)")
+)
 
 // ownExportFile is an export of a store of about n gateway records,
 // built once and kept in the temp directory.
@@ -67,7 +70,10 @@ func BenchmarkImport(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			path := c.file(b, *benchEvents)
-			jq := jqSeconds(b, path)
+			jq := 0.0
+			if *benchJQ {
+				jq = jqSeconds(b, path)
+			}
 			peak := activitytest.PeakHeap()
 			b.ResetTimer()
 			var events int64
