@@ -1,10 +1,15 @@
 package importer
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -105,6 +110,46 @@ func FuzzDetect(f *testing.F) {
 			if _, ok := formats[name]; !ok {
 				t.Fatalf("Detect named %q, which is not a format", name)
 			}
+		}
+	})
+}
+
+// FuzzOTLPLineDecoders: whatever segmentio's decoder accepts in an OTLP
+// line, encoding/json accepts too, with the same result (what it refuses
+// goes to encoding/json anyway).
+func FuzzOTLPLineDecoders(f *testing.F) {
+	files, _ := filepath.Glob("testdata/otlp/*.json*")
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			f.Add(line)
+		}
+	}
+	// Where JSON decoders are known to differ: key case, duplicate keys,
+	// invalid UTF-8, escapes, raw numbers, nulls, and trailing data.
+	for _, s := range []string{
+		`{"RESOURCESPANS":[{"scopespans":[{"Spans":[{"TRACEID":"0af7651916cd43dd8448eb211c80319c","traceId":"x","name":"a\u00e9\ud83d\ude00"}]}]}]}`,
+		"{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"\xff\xfe\",\"kind\":1.50e1,\"startTimeUnixNano\":\"1700000000000000000\"}]}]}]}",
+		`{"resourceSpans":[],"resourceSpans":[{"resource":null,"scopeSpans":null}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":{"intValue":-0,"doubleValue":1e400}}]}]}]}]}`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"k","value":{"kvlistValue":{"values":[{"key":"a","value":{"boolValue":true}}]}}}]}]}]}]} x`,
+		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"status":{"code":"STATUS_CODE_ERROR","message":"\/\b"}}]}]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var fast, std otlpDoc
+		if fastjson.Unmarshal(line, &fast) != nil {
+			return
+		}
+		if err := json.Unmarshal(line, &std); err != nil {
+			t.Fatalf("segmentio accepted what encoding/json refuses: %v", err)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("decoded differently:\nsegmentio %+v\nencoding/json %+v", fast, std)
 		}
 	})
 }
