@@ -66,6 +66,9 @@ func GenesisHash(origin string) tlog.Hash {
 
 const recordPrefix = `{"v":1,"seq":`
 
+// b64Len is the length of prev, a SHA-256 hash in padded base64.
+const b64Len = 44
+
 // EncodeRecord builds the canonical bytes of a record.
 func EncodeRecord(seq int64, prev tlog.Hash, t time.Time, kind Kind, data any) (Record, error) {
 	payload, ok := []byte(nil), false
@@ -116,7 +119,6 @@ func ParseHead(b []byte) (seq int64, prev tlog.Hash, err error) {
 		return 0, prev, fmt.Errorf("record seq: %w", err)
 	}
 	rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"prev":"`))
-	const b64Len = 44
 	if !ok || len(rest) < b64Len+1 || rest[b64Len] != '"' {
 		return seq, prev, errors.New("record prev is missing or malformed")
 	}
@@ -174,7 +176,7 @@ func parseLayout(b []byte) (Record, bool) {
 		return Record{}, false
 	}
 	// ParseHead checked everything up to prev's closing quote.
-	head := len(recordPrefix) + len(strconv.FormatInt(seq, 10)) + len(`,"prev":"`) + 44 + len(`"`)
+	head := len(recordPrefix) + len(strconv.FormatInt(seq, 10)) + len(`,"prev":"`) + b64Len + len(`"`)
 	rest, ok := bytes.CutPrefix(b[head:], []byte(`,"t":"`))
 	if !ok || len(rest) < len(TimeFormat) {
 		return Record{}, false

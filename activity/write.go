@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -51,23 +52,30 @@ type Writer struct {
 // rowsPerInsert is how many rows one INSERT carries at most.
 const rowsPerInsert = 64
 
-// insertSQL is a table's INSERT for one row and for rowsPerInsert rows.
+// insertSQL is a table's INSERT, for 1 to rowsPerInsert rows.
 // kind, idCol and lineCol name the row a failed insert was about: its id
 // and, for imported rows, the source line (lineCol -1: none).
 type insertSQL struct {
-	prefix, tuple, one, full string
-	cols                     int
-	kind                     string
-	idCol, lineCol           int
+	prefix, tuple  string
+	cols           int
+	kind           string
+	idCol, lineCol int
+	byRows         [rowsPerInsert + 1]atomic.Pointer[string] // the INSERT for n rows, built on first use
 }
 
 func newInsertSQL(prefix, tuple, kind string, idCol, lineCol int) *insertSQL {
-	return &insertSQL{prefix: prefix, tuple: tuple, one: prefix + tuple, full: valuesFor(prefix, tuple, rowsPerInsert),
-		cols: strings.Count(tuple, "?"), kind: kind, idCol: idCol, lineCol: lineCol}
+	return &insertSQL{prefix: prefix, tuple: tuple, cols: strings.Count(tuple, "?"), kind: kind, idCol: idCol, lineCol: lineCol}
 }
 
-func valuesFor(prefix, tuple string, n int) string {
-	return prefix + strings.Repeat(tuple+",", n-1) + tuple
+// sqlFor returns the INSERT of n rows (1 to rowsPerInsert): every request
+// writes a few rows per table, so the text is built once per count.
+func (q *insertSQL) sqlFor(n int) string {
+	if p := q.byRows[n].Load(); p != nil {
+		return *p
+	}
+	text := q.prefix + strings.Repeat(q.tuple+",", n-1) + q.tuple
+	q.byRows[n].Store(&text)
+	return text
 }
 
 var (
@@ -111,11 +119,8 @@ func (w *Writer) insertRows(r *rows) error {
 	if r.n == 0 {
 		return nil
 	}
-	q := r.sql.full
-	if r.n < rowsPerInsert {
-		q = valuesFor(r.sql.prefix, r.sql.tuple, r.n)
-	}
 	table, args, n := r.sql, r.args, r.n
+	q := table.sqlFor(n)
 	write := func() error {
 		err := w.execNow(q, args...)
 		if err != nil {
@@ -138,7 +143,7 @@ func (w *Writer) insertRows(r *rows) error {
 func (w *Writer) blameRow(table *insertSQL, args []any, n int, err error) error {
 	for i := range n {
 		row := args[i*table.cols : (i+1)*table.cols]
-		if rerr := w.execNow(table.one, row...); rerr != nil {
+		if rerr := w.execNow(table.sqlFor(1), row...); rerr != nil {
 			re := &RowError{Row: fmt.Sprintf("%s %v", table.kind, row[table.idCol]), Err: rerr}
 			if table.lineCol >= 0 {
 				re.Line, _ = row[table.lineCol].(int64)

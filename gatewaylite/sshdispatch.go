@@ -227,6 +227,21 @@ func (s *sshTarget) commandLine(id activity.ExecutionID, argv []string) string {
 
 // connect opens an authenticated client; a failure here means nothing was
 // sent.
+// session connects and opens a session on the host; the caller closes
+// both.
+func (s *sshTarget) session(ctx context.Context) (*ssh.Client, *ssh.Session, error) {
+	client, err := s.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return client, sess, nil
+}
+
 func (s *sshTarget) connect(ctx context.Context) (*ssh.Client, error) {
 	conn, err := s.dial(ctx, "tcp", s.addr)
 	if err != nil {
@@ -264,15 +279,11 @@ func (s *sshTarget) dispatch(ctx context.Context, id activity.ExecutionID, args 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.tool.Timeout.Duration)
 	defer cancel()
-	client, err := s.connect(ctx)
+	client, sess, err := s.session(ctx)
 	if err != nil {
 		return Outcome{State: activity.StateFailedBefore, Reason: "ssh: no session, nothing sent: " + err.Error()}
 	}
 	defer client.Close()
-	sess, err := client.NewSession()
-	if err != nil {
-		return Outcome{State: activity.StateFailedBefore, Reason: "ssh: no session, nothing sent: " + err.Error()}
-	}
 	defer sess.Close()
 	var out bounded
 	sess.Stdout, sess.Stderr = &out, &out
@@ -312,15 +323,11 @@ func (s *sshTarget) lookup(ctx context.Context, id activity.ExecutionID) Outcome
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.tool.Timeout.Duration)
 	defer cancel()
-	client, err := s.connect(ctx)
+	client, sess, err := s.session(ctx)
 	if err != nil {
 		return Outcome{State: activity.StateUnknown, Reason: "marker status: " + err.Error()}
 	}
 	defer client.Close()
-	sess, err := client.NewSession()
-	if err != nil {
-		return Outcome{State: activity.StateUnknown, Reason: "marker status: " + err.Error()}
-	}
 	defer sess.Close()
 	line := strings.Join(quoteArgv([]string{s.tool.Helper, "marker", "status", "--id", string(id), "--dir", s.tool.MarkerDir, "-o", "json"}), " ")
 	b, err := sess.Output(line)

@@ -381,19 +381,19 @@ func PeakHeap() (stop func() float64) {
 // a benchmark's CPU cost per operation, which waiting on fsync does not
 // inflate the way it inflates wall time.
 func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
+	ru := rusage()
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // MaxRSS is the most resident memory this process has had, in MiB: Go's
 // heap plus what SQLite allocates outside it (its page cache).
 func MaxRSS() float64 {
+	return float64(rusage().Maxrss) / 1024 // Linux reports KiB
+}
+
+// rusage is this process's resource usage (zero if it cannot be read).
+func rusage() syscall.Rusage {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru
 }
