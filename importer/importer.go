@@ -144,6 +144,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	defer in.Close()
+	defer relaxGC()()
 	_, err = s.Write(ctx, func(w *activity.Writer) error {
 		w.Bulk()
 		k := &sink{w: w, file: path, opts: &opts, skip: opts.SkipBad, rep: &rep, src: activity.NewSourceID(w.Now()),
