@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,55 @@ func FuzzParseRecordLayout(f *testing.F) {
 		}
 		if want.Seq != got.Seq || !want.Time.Equal(got.Time) || want.Kind != got.Kind || !bytes.Equal(want.Data, got.Data) {
 			t.Fatalf("position %+v, JSON %+v", got, want)
+		}
+	})
+}
+
+// FuzzEventDecoders: Event decodes with segmentio/encoding/json and falls
+// back to encoding/json; whatever the data, both must agree: the same
+// payload, or both refuse it.
+func FuzzEventDecoders(f *testing.F) {
+	at := time.Date(2026, 11, 30, 8, 15, 0, 1, time.UTC)
+	kinds := []Kind{KindSource, KindRun, KindRunEnd, KindGrant, KindCall, KindExecution,
+		KindTransition, KindResolution, KindVault, KindApproval}
+	samples := map[Kind]any{
+		KindCall: Call{ID: "call_1", Method: "tools/call", Disposition: DispositionRefused,
+			Arguments: []byte(`{"data":"}","n":1.50}`), ReceivedAt: at},
+		KindExecution: Execution{ID: "act_01", Action: Action{Actor: "agent:é", Tool: "deploy", Arguments: []byte(`{"v":"1.2"}`)},
+			State: StateUnknown, TargetStatus: Some(502), Times: Times{Accepted: Some(at)}, NotRecorded: []Fact{FactDelivery}},
+		KindTransition: Transition{ExecutionID: "act_01", To: StateDispatched, Reason: "\u2028 <b>"},
+	}
+	for i, k := range kinds {
+		v, _ := newEvent(k)
+		if s, ok := samples[k]; ok {
+			v = s
+		}
+		rec, err := EncodeRecord(int64(i), GenesisHash("fuzz"), at, k, v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), []byte(rec.Data))
+	}
+	for _, d := range []string{
+		`{"execution_id":"act_1","EXECUTION_ID":"act_2","to":"failed"}`, // key case, duplicate
+		`{"execution_id":"\ud800\u00e9","to":"failed"}`,                 // lone surrogate
+		"{\"execution_id\":\"\xff\xfe\",\"to\":\"failed\"}",             // invalid UTF-8
+		`{"execution_id":"act_1","to":"failed","target_status":1e2}`,    // exponent into an int
+		`{"execution_id":"act_1","to":"failed","target_status":null}`,
+		`{"execution_id":"act_1","to":"failed"} {}`,
+		`{"execution_id":"act_1","to":"failed","extra":true}`,
+	} {
+		f.Add(uint8(6), []byte(d))
+	}
+	f.Fuzz(func(t *testing.T, k uint8, data []byte) {
+		r := Record{Seq: 1, Kind: kinds[int(k)%len(kinds)], Data: data}
+		fast, ferr := r.Event()
+		std, serr := r.eventStd()
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("%s %q: Event error %v, encoding/json error %v", r.Kind, data, ferr, serr)
+		}
+		if ferr == nil && !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%s %q decoded differently:\nEvent         %+v\nencoding/json %+v", r.Kind, data, fast, std)
 		}
 	})
 }
