@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -262,4 +263,27 @@ func FuzzEventDecoders(f *testing.F) {
 			t.Fatalf("%s %q decoded differently:\nEvent         %+v\nencoding/json %+v", r.Kind, data, fast, std)
 		}
 	})
+}
+
+// TestFormatTimeMatchesLayout: the hand-written formatter writes what
+// time.Format writes for TimeFormat, in and outside four-digit years and
+// from any location.
+func TestFormatTimeMatchesLayout(t *testing.T) {
+	paris := time.FixedZone("CET", 3600)
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Unix(0, 1), time.Unix(-1, 999999999),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 6, 1, 0, 0, 0, 5, time.UTC),
+		time.Date(2026, 12, 1, 0, 30, 0, 250000000, paris), // the day before in UTC
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		times = append(times, time.Unix(rng.Int64N(400_000_000_000)-62_135_596_800, rng.Int64N(1e9)).In(paris))
+	}
+	for _, tm := range times {
+		if got, want := FormatTime(tm), tm.UTC().Format(TimeFormat); got != want {
+			t.Fatalf("%v: %q, want %q", tm, got, want)
+		}
+	}
 }
