@@ -170,6 +170,11 @@ func (s *Store) openPools() error {
 		// 32 MB of page cache: a long import transaction otherwise spills
 		// dirty pages to the WAL long before it commits.
 		q.Add("_pragma", "cache_size(-32768)")
+		// Statement journals (the undo of a multi-row INSERT inside the
+		// import's transaction, a savepoint's pages) in memory: on disk they
+		// spill past 64 KiB to a temp file, page by page, and nothing after
+		// a crash needs them. A 200k-span import wrote 170k pages there.
+		q.Add("_pragma", "temp_store(MEMORY)")
 		// Checkpoints run on their own connection (checkpointLoop) so a
 		// commit never waits for the WAL to be copied into the database.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
