@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ import (
 //	go test ./gatewaylite -run '^$' -bench ToolsCall -benchtime 2000x
 func BenchmarkToolsCall(b *testing.B) {
 	b.Setenv("TEST_AGENT_TOKEN", agentToken)
+	// The collector target mcpdup gateway runs with; the target and the
+	// pass-through proxy share this process, and the setting.
+	defer debug.SetGCPercent(gatewaylite.TuneGC())
 	target := gatewaytest.NewTarget()
 	defer target.Close()
 	dir := b.TempDir()

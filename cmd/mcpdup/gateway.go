@@ -48,6 +48,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	if c.Listen != "" {
 		cfg.Listen = c.Listen
 	}
+	gatewaylite.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	store, err := g.openStore(ctx, createStore)
