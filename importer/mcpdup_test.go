@@ -194,6 +194,21 @@ func TestOwnExportGzipAndTamper(t *testing.T) {
 	if after, _ := other.LogSize(ctx); after != before {
 		t.Fatal("a refused import wrote records")
 	}
+
+	// Verification runs beside the import: an edit the state machine also
+	// refuses is still reported as what it is, an export that does not
+	// verify.
+	impossible := bytes.Replace(raw, []byte(`"to":"dispatched"`), []byte(`"to":"delivered"`), 1)
+	if bytes.Equal(impossible, raw) {
+		t.Fatal("fixture has no dispatched transition to alter")
+	}
+	os.WriteFile(badPath, impossible, 0o600)
+	if _, err := Import(ctx, other, badPath, Options{}); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("an altered transition: %v, want the export refused as not verifying", err)
+	}
+	if after, _ := other.LogSize(ctx); after != before {
+		t.Fatal("a refused import wrote records")
+	}
 }
 
 // TestOwnExportFixture keeps testdata/mcpdup/incident.jsonl (an export of
