@@ -15,10 +15,10 @@ func init() {
 	formats["mcpdup"] = func(string) decoder { return &ownExport{} }
 }
 
-// ownExport imports an mcpdup export: the chain is verified first (a
-// separate pass), then every record is applied to this database through
-// the same writer the gateway uses, keeping ids, times and states, with
-// each row's provenance pointing at its line in the export.
+// ownExport imports an mcpdup export: the chain is verified (a pass of
+// its own, beside the import) and every record is applied to this
+// database through the same writer the gateway uses, keeping ids, times
+// and states, with each row's provenance pointing at its line.
 type ownExport struct {
 	verdict string
 }

@@ -31,8 +31,8 @@ its source, file and line; what a format does not record (delivery,
 authorization, which process called…) is marked "not recorded", so the
 analysis answers "unknown" rather than guessing.
 
-An mcpdup export's chain, tree and signatures are verified first; an
-altered export is refused.
+An mcpdup export's chain, tree and signatures are verified as it is
+read; an altered export is refused and nothing of it is kept.
 
 Examples:
   mcpdup import --db ./incident.db incident.jsonl
