@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 )
 
@@ -191,24 +192,40 @@ type decoded[T any] struct {
 // resident memory; 128 gained nothing more and doubled it.
 const aheadBatches = 32
 
+// aheadBytes bounds the raw bytes of the lines parsed ahead and not yet
+// applied, however many batches that is: a file of multi-megabyte OTLP
+// lines holds a few, a file of short records up to aheadBatches. (A
+// variable so a test can make it small.)
+var aheadBytes = 64 << 20
+
 // decodeAhead reads lines and parses them on another goroutine, in
 // batches, while apply runs on the caller's goroutine in line order: on
 // two cores JSON decoding overlaps the writer's SQLite work. Blank lines
 // are skipped. apply may return errStop to end early. At most
-// aheadBatches batches of batch lines are held: size batch by how big a
-// parsed line is.
+// aheadBatches batches of batch lines, and aheadBytes of lines (or one
+// batch, if it alone is larger), are held: size batch by how big a parsed
+// line is.
 func decodeAhead[T any](ctx context.Context, in *lines, k *sink, batch int, parse func(line []byte) (T, error), apply func(n int64, v T, err error) error) error {
 	size := batch
-	batches := make(chan []decoded[T], aheadBatches)
+	type aheadBatch struct {
+		items []decoded[T]
+		bytes int
+	}
+	batches := make(chan aheadBatch, aheadBatches)
+	held := newByteBudget(aheadBytes)
 	done := make(chan struct{})
 	defer close(done)
+	defer held.close()
 	go func() {
 		defer close(batches)
-		batch := make([]decoded[T], 0, size)
+		cur := aheadBatch{items: make([]decoded[T], 0, size)}
 		send := func() bool {
+			if !held.take(cur.bytes) {
+				return false
+			}
 			select {
-			case batches <- batch:
-				batch = make([]decoded[T], 0, size)
+			case batches <- cur:
+				cur = aheadBatch{items: make([]decoded[T], 0, size)}
 				return true
 			case <-done:
 				return false
@@ -226,9 +243,10 @@ func decodeAhead[T any](ctx context.Context, in *lines, k *sink, batch int, pars
 					continue
 				}
 				d.v, d.err = parse(line)
+				cur.bytes += len(line)
 			}
-			batch = append(batch, d)
-			if (len(batch) == cap(batch) || err != nil) && !send() {
+			cur.items = append(cur.items, d)
+			if (len(cur.items) == cap(cur.items) || err != nil) && !send() {
 				return
 			}
 			if err != nil {
@@ -236,11 +254,11 @@ func decodeAhead[T any](ctx context.Context, in *lines, k *sink, batch int, pars
 			}
 		}
 	}()
-	for batch := range batches {
+	for b := range batches {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for _, d := range batch {
+		for _, d := range b.items {
 			if d.ioErr != nil {
 				return k.fail(d.line, d.ioErr)
 			}
@@ -252,8 +270,54 @@ func decodeAhead[T any](ctx context.Context, in *lines, k *sink, batch int, pars
 			}
 			k.tick()
 		}
+		held.give(b.bytes)
 	}
 	return ctx.Err()
+}
+
+// byteBudget counts bytes held, up to a limit: take waits for room (or
+// takes anything when nothing is held, so one oversized batch still
+// passes) until close.
+type byteBudget struct {
+	mu     sync.Mutex
+	room   *sync.Cond
+	held   int
+	limit  int
+	closed bool
+}
+
+func newByteBudget(limit int) *byteBudget {
+	b := &byteBudget{limit: limit}
+	b.room = sync.NewCond(&b.mu)
+	return b
+}
+
+// take waits until n bytes fit, and reports false once closed.
+func (b *byteBudget) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.closed && b.held > 0 && b.held+n > b.limit {
+		b.room.Wait()
+	}
+	if b.closed {
+		return false
+	}
+	b.held += n
+	return true
+}
+
+func (b *byteBudget) give(n int) {
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+	b.room.Broadcast()
+}
+
+func (b *byteBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.room.Broadcast()
 }
 
 // Peek returns up to n bytes ahead without consuming them.
