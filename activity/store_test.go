@@ -666,8 +666,7 @@ func TestBulkRowErrorNamesTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := s.LogSize(ctx)
-	_, err = s.Write(ctx, func(w *activity.Writer) error {
-		w.Bulk()
+	_, err = s.WriteBulk(ctx, func(w *activity.Writer) error {
 		for line := int64(1); line <= 300; line++ {
 			e := activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 				Source: activity.Provenance{Source: src.ID, Line: line}}

@@ -184,10 +184,10 @@ func (w *Writer) Appended() int64 { return w.appended }
 // maxBulkCache is how many clean executions a bulk writer keeps cached.
 const maxBulkCache = 4096
 
-// Bulk switches the writer to bulk mode for a long import: Write then
+// bulkMode switches the writer to bulk mode for a long import: WriteBulk
 // returns only the first record appended, and executions not changed
-// since the last flush leave the cache. Call it first in fn.
-func (w *Writer) Bulk() {
+// since the last flush leave the cache.
+func (w *Writer) bulkMode() {
 	if !w.bulk {
 		w.bulk = true
 		w.ins = newInserter()
@@ -238,13 +238,29 @@ type execEntry struct {
 // callers pay for one fsync instead of sixteen. fn must only touch the
 // store through w and must not call Write itself.
 func (s *Store) Write(ctx context.Context, fn func(w *Writer) error) ([]Record, error) {
+	return s.write(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)})
+}
+
+// WriteBulk is Write for a long import: rows are inserted many per
+// statement on a goroutine of their own, only the first record appended
+// is returned, and the transaction carries this write alone. (Shared with
+// others, it would run in a savepoint, whose journal holds in memory the
+// original of every page the import changes.)
+func (s *Store) WriteBulk(ctx context.Context, fn func(w *Writer) error) ([]Record, error) {
+	bulk := func(w *Writer) error {
+		w.bulkMode()
+		return fn(w)
+	}
+	return s.write(ctx, &writeReq{ctx: ctx, fn: bulk, bulk: true, done: make(chan writeResult, 1)})
+}
+
+func (s *Store) write(ctx context.Context, req *writeReq) ([]Record, error) {
 	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
 	select {
 	case s.writes <- req:
 	case <-s.closing:
@@ -272,6 +288,7 @@ var ErrClosed = errors.New("store is closed")
 type writeReq struct {
 	ctx  context.Context
 	fn   func(*Writer) error
+	bulk bool // WriteBulk: committed alone
 	done chan writeResult
 }
 
@@ -288,25 +305,33 @@ const maxBatch = 64
 // after answering every write already queued.
 func (s *Store) commitLoop() {
 	defer s.committer.Done()
+	var next *writeReq // a bulk write drained behind others: it goes alone, next
 	for {
-		var first *writeReq
-		select {
-		case first = <-s.writes:
-		case <-s.closing:
-			for {
-				select {
-				case req := <-s.writes:
-					s.commitBatch([]*writeReq{req})
-				default:
-					return
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-s.writes:
+			case <-s.closing:
+				for {
+					select {
+					case req := <-s.writes:
+						s.commitBatch([]*writeReq{req})
+					default:
+						return
+					}
 				}
 			}
 		}
 		batch := []*writeReq{first}
 	drain:
-		for len(batch) < maxBatch {
+		for !first.bulk && len(batch) < maxBatch {
 			select {
 			case req := <-s.writes:
+				if req.bulk {
+					next = req
+					break drain
+				}
 				batch = append(batch, req)
 			default:
 				break drain
