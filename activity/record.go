@@ -142,35 +142,42 @@ func EncodeRecord(seq int64, prev tlog.Hash, t time.Time, kind Kind, data any) (
 // bytes. It is strict: any other spelling is an error, because a verifier
 // that tolerated variants would let one record have two encodings.
 func ParseHead(b []byte) (seq int64, prev tlog.Hash, err error) {
+	seq, prev, _, err = parseHead(b)
+	return seq, prev, err
+}
+
+// parseHead is ParseHead that also returns what follows prev's closing
+// quote.
+func parseHead(b []byte) (seq int64, prev tlog.Hash, after []byte, err error) {
 	rest, ok := bytes.CutPrefix(b, []byte(recordPrefix))
 	if !ok {
-		return 0, prev, errors.New(`record does not start with {"v":1,"seq":`)
+		return 0, prev, nil, errors.New(`record does not start with {"v":1,"seq":`)
 	}
 	i := 0
 	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
 		i++
 	}
 	if i == 0 || i > 18 || (i > 1 && rest[0] == '0') {
-		return 0, prev, errors.New("record seq is not a canonical decimal")
+		return 0, prev, nil, errors.New("record seq is not a canonical decimal")
 	}
 	seq, err = strconv.ParseInt(string(rest[:i]), 10, 64)
 	if err != nil {
-		return 0, prev, fmt.Errorf("record seq: %w", err)
+		return 0, prev, nil, fmt.Errorf("record seq: %w", err)
 	}
 	rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"prev":"`))
 	if !ok || len(rest) < b64Len+1 || rest[b64Len] != '"' {
-		return seq, prev, errors.New("record prev is missing or malformed")
+		return seq, prev, nil, errors.New("record prev is missing or malformed")
 	}
 	var buf [b64Len / 4 * 3]byte
 	n, err := base64.StdEncoding.Strict().Decode(buf[:], rest[:b64Len])
 	if err != nil || n != len(prev) {
-		return seq, prev, errors.New("record prev is not base64 of 32 bytes")
+		return seq, prev, nil, errors.New("record prev is not base64 of 32 bytes")
 	}
 	copy(prev[:], buf[:n])
 	if b[len(b)-1] != '}' {
-		return seq, prev, errors.New("record does not end with }")
+		return seq, prev, nil, errors.New("record does not end with }")
 	}
-	return seq, prev, nil
+	return seq, prev, rest[b64Len+1:], nil
 }
 
 // ParseRecord reads a record's envelope without checking that its bytes
@@ -210,13 +217,11 @@ func parseJSON(b []byte) (Record, error) {
 // them, and the data is decoded (and so checked) on its own afterwards.
 // Anything else is left to the JSON decoder (ok false).
 func parseLayout(b []byte) (Record, bool) {
-	seq, _, err := ParseHead(b)
+	seq, _, after, err := parseHead(b)
 	if err != nil {
 		return Record{}, false
 	}
-	// ParseHead checked everything up to prev's closing quote.
-	head := len(recordPrefix) + len(strconv.FormatInt(seq, 10)) + len(`,"prev":"`) + b64Len + len(`"`)
-	rest, ok := bytes.CutPrefix(b[head:], []byte(`,"t":"`))
+	rest, ok := bytes.CutPrefix(after, []byte(`,"t":"`))
 	if !ok || len(rest) < len(TimeFormat) {
 		return Record{}, false
 	}

@@ -313,14 +313,8 @@ func (s *Store) commitLoop() {
 			select {
 			case first = <-s.writes:
 			case <-s.closing:
-				for {
-					select {
-					case req := <-s.writes:
-						s.commitBatch([]*writeReq{req})
-					default:
-						return
-					}
-				}
+				s.commitRemaining()
+				return
 			}
 		}
 		batch := []*writeReq{first}
@@ -338,6 +332,19 @@ func (s *Store) commitLoop() {
 			}
 		}
 		s.commitBatch(batch)
+	}
+}
+
+// commitRemaining commits, one by one, the writes still waiting when the
+// store closes.
+func (s *Store) commitRemaining() {
+	for {
+		select {
+		case req := <-s.writes:
+			s.commitBatch([]*writeReq{req})
+		default:
+			return
+		}
 	}
 }
 

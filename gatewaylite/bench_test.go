@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/internal/gctune"
 )
 
 // BenchmarkToolsCall measures a tools/call side by side, in one run:
@@ -37,7 +37,7 @@ func BenchmarkToolsCall(b *testing.B) {
 	b.Setenv("TEST_AGENT_TOKEN", agentToken)
 	// The collector target mcpdup gateway runs with; the target and the
 	// pass-through proxy share this process, and the setting.
-	defer debug.SetGCPercent(gatewaylite.TuneGC())
+	defer gctune.Raise(gatewaylite.GCPercent)()
 	target := gatewaytest.NewTarget()
 	defer target.Close()
 	dir := b.TempDir()

@@ -225,8 +225,6 @@ func (s *sshTarget) commandLine(id activity.ExecutionID, argv []string) string {
 	return cmd
 }
 
-// connect opens an authenticated client; a failure here means nothing was
-// sent.
 // session connects and opens a session on the host; the caller closes
 // both.
 func (s *sshTarget) session(ctx context.Context) (*ssh.Client, *ssh.Session, error) {
@@ -242,6 +240,8 @@ func (s *sshTarget) session(ctx context.Context) (*ssh.Client, *ssh.Session, err
 	return client, sess, nil
 }
 
+// connect opens an authenticated client; a failure here means nothing was
+// sent.
 func (s *sshTarget) connect(ctx context.Context) (*ssh.Client, error) {
 	conn, err := s.dial(ctx, "tcp", s.addr)
 	if err != nil {

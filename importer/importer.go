@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/gctune"
 )
 
 // Options control an import.
@@ -144,7 +145,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	defer in.Close()
-	defer relaxGC()()
+	defer gctune.Raise(importGCPercent)()
 	_, err = s.WriteBulk(ctx, func(w *activity.Writer) error {
 		k := &sink{w: w, file: path, opts: &opts, skip: opts.SkipBad, rep: &rep, src: activity.NewSourceID(w.Now()),
 			progress: opts.Progress, size: size, in: in}

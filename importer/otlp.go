@@ -8,11 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	fastjson "github.com/segmentio/encoding/json"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpdup/mcpdup/activity"
 )

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/internal/gctune"
 )
 
 // GatewayCmd serves the MCP gateway.
@@ -48,7 +49,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	if c.Listen != "" {
 		cfg.Listen = c.Listen
 	}
-	gatewaylite.TuneGC()
+	defer gctune.Raise(gatewaylite.GCPercent)()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	store, err := g.openStore(ctx, createStore)
