@@ -425,6 +425,7 @@ type Stats struct {
 	ByState     map[State]int64 `json:"by_state"`
 	Resolutions int64           `json:"resolutions"`
 	Sources     int64           `json:"sources"`
+	PageSize    int64           `json:"page_size"` // bytes, fixed when the database was created
 }
 
 // Stats reads the counts shown in status bars and `mcpdup status`.
@@ -435,8 +436,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		(SELECT COUNT(*) FROM audit_checkpoint),
 		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint),
 		(SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM calls), (SELECT COUNT(*) FROM executions),
-		(SELECT COUNT(*) FROM resolutions), (SELECT COUNT(*) FROM sources)`).Scan(
-		&st.Records, &st.Checkpoints, &st.SealedSize, &st.Runs, &st.Calls, &st.Executions, &st.Resolutions, &st.Sources)
+		(SELECT COUNT(*) FROM resolutions), (SELECT COUNT(*) FROM sources),
+		(SELECT page_size FROM pragma_page_size())`).Scan(
+		&st.Records, &st.Checkpoints, &st.SealedSize, &st.Runs, &st.Calls, &st.Executions, &st.Resolutions, &st.Sources, &st.PageSize)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}

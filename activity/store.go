@@ -46,7 +46,24 @@ type Options struct {
 	Seal SealPolicy
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// PageSize is the page size of a database this Open creates (a power
+	// of two, 512 to 65536); 0 means DefaultPageSize. An existing database
+	// keeps the size it was created with.
+	PageSize int
 }
+
+// DefaultPageSize suits a gateway's database: each of its commits writes
+// every page it touched to the WAL, whole, and with 16 KiB pages a
+// tools/call through the gateway took 5.2–5.8 ms p50 instead of 3.8.
+const DefaultPageSize = 4096
+
+// ImportPageSize suits a database filled by imports: one long
+// transaction of appends, with fewer pages to split, log and copy when
+// they are larger. 200k own-export records imported in 3.0–3.4 s (CPU
+// 5.1–5.7 s) instead of 3.4–4.2 s (5.6–6.7 s) with 4 KiB pages, and the
+// close's checkpoint took 0.65–0.75 s instead of 0.82–0.95 s. mcpdup
+// import creates its databases with it.
+const ImportPageSize = 16384
 
 // SealPolicy says when a signed checkpoint is written: after every operator
 // resolution, after EveryRecords unsealed records, when the oldest unsealed
@@ -107,9 +124,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.KeyDir == "" {
 		opts.KeyDir = DefaultKeyDir()
 	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if n := opts.PageSize; n < 512 || n > 65536 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("open %s: page size %d: must be a power of two from 512 to 65536", path, n)
+	}
 	created, err := ensureFile(path, opts.ReadOnly)
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		if err := setPageSize(ctx, path, opts.PageSize); err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
 	}
 	s := &Store{path: path, opts: opts, stop: make(chan struct{}), closing: make(chan struct{}),
 		writes: make(chan *writeReq), edgeSize: -1}
@@ -153,6 +181,27 @@ func ensureFile(path string, readOnly bool) (created bool, err error) {
 		return false, fmt.Errorf("create %s: %w", path, err)
 	}
 	return true, f.Close()
+}
+
+// setPageSize gives a new, empty database file its page size and WAL
+// mode. The size is fixed once page 1 is written, which switching to WAL
+// does; the driver runs a DSN's pragmas in lexical order (journal_mode
+// before page_size), so the DSN cannot set it.
+func setPageSize(ctx context.Context, path string, size int) error {
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size=%d", size)); err != nil {
+		return fmt.Errorf("set page size: %w", err)
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("set WAL mode: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) openPools() error {

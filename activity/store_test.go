@@ -47,6 +47,50 @@ func TestOpenCreatesPrivateFiles(t *testing.T) {
 	}
 }
 
+// A new database gets the page size asked for, in WAL mode; an existing
+// one keeps its own whatever is asked.
+func TestOpenPageSize(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	pageSize := func(path string, opts activity.Options) int64 {
+		t.Helper()
+		opts.KeyDir = keys
+		s, err := activity.Open(ctx, path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := activitytest.Incident(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(path + "-wal"); err != nil {
+			t.Errorf("%s: not in WAL mode: %v", path, err)
+		}
+		return st.PageSize
+	}
+	big, small := filepath.Join(dir, "import.db"), filepath.Join(dir, "gateway.db")
+	if got := pageSize(big, activity.Options{PageSize: activity.ImportPageSize}); got != activity.ImportPageSize {
+		t.Errorf("created with %d-byte pages, want %d", got, activity.ImportPageSize)
+	}
+	if got := pageSize(big, activity.Options{PageSize: 4096}); got != activity.ImportPageSize {
+		t.Errorf("reopened: %d-byte pages, want the %d it was created with", got, activity.ImportPageSize)
+	}
+	if got := pageSize(small, activity.Options{}); got != activity.DefaultPageSize {
+		t.Errorf("default: %d-byte pages, want %d", got, activity.DefaultPageSize)
+	}
+	bad := filepath.Join(dir, "bad.db")
+	if _, err := activity.Open(ctx, bad, activity.Options{KeyDir: keys, PageSize: 3000}); err == nil || !strings.Contains(err.Error(), "page size 3000") {
+		t.Errorf("page size 3000: %v", err)
+	}
+	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused page size left %s behind: %v", bad, err)
+	}
+}
+
 func TestSigningKeyNeverInDatabase(t *testing.T) {
 	s, keyDir := activitytest.Open(t, activity.Options{})
 	if _, err := activitytest.Incident(ctx, s); err != nil {

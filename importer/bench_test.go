@@ -81,7 +81,8 @@ func BenchmarkImport(b *testing.B) {
 			var cpu, closing, best time.Duration
 			for range b.N {
 				b.StopTimer()
-				s := newStore(b)
+				// A new database, as mcpdup import creates one.
+				s := newStoreWith(b, activity.Options{PageSize: activity.ImportPageSize})
 				b.StartTimer()
 				cpu0, t0 := activitytest.CPUTime(), time.Now()
 				rep, err := Import(ctx, s, path, Options{})

@@ -22,8 +22,15 @@ var ctx = context.Background()
 
 func newStore(t testing.TB) *activity.Store {
 	t.Helper()
+	return newStoreWith(t, activity.Options{})
+}
+
+// newStoreWith opens a fresh database with opts (KeyDir set here).
+func newStoreWith(t testing.TB, opts activity.Options) *activity.Store {
+	t.Helper()
 	dir := t.TempDir()
-	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	opts.KeyDir = filepath.Join(dir, "keys")
+	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 	}
 	mode := writeStore
 	if len(c.Files) > 0 {
-		mode = createStore // importing into a new database is fine
+		mode = importStore // importing into a new database is fine
 	}
 	s, err := g.openStore(context.Background(), mode)
 	if err != nil {

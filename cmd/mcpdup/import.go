@@ -43,7 +43,7 @@ Examples:
 
 func (c *ImportCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := g.openStore(ctx, createStore)
+	s, err := g.openStore(ctx, importStore)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,9 @@ import (
 
 // InitCmd creates a database and its signing key.
 type InitCmd struct {
-	Origin string `help:"Name of the new log (also the signing key's name); default mcpdup.local/<ulid>." placeholder:"NAME"`
-	Output string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+	Origin   string `help:"Name of the new log (also the signing key's name); default mcpdup.local/<ulid>." placeholder:"NAME"`
+	PageSize int    `default:"4096" help:"Page size of a new database, in bytes: 4096 suits a gateway (each commit writes whole pages), 16384 a database filled by imports (what mcpdup import gives one it creates). An existing database keeps its own." placeholder:"BYTES"`
+	Output   string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 }
 
 func (c *InitCmd) Help() string {
@@ -22,12 +23,13 @@ Copy the printed public key somewhere this host cannot change (a team
 repository, a runbook): 'mcpdup audit verify --key' pins it.
 
 Example:
-  mcpdup init --db ./incident.db`
+  mcpdup init --db ./incident.db
+  mcpdup init --db ./incident.db --page-size 16384   # for large imports`
 }
 
 func (c *InitCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir(), Origin: c.Origin})
+	s, err := activity.Open(ctx, g.dbPath(), activity.Options{KeyDir: g.keyDir(), Origin: c.Origin, PageSize: c.PageSize})
 	if err != nil {
 		return err
 	}

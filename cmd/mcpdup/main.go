@@ -43,10 +43,13 @@ const (
 	readStore   storeMode = iota // read-only; the database must exist
 	writeStore                   // read-write; the database must exist
 	createStore                  // read-write; created if missing (init, gateway)
+	importStore                  // read-write; created if missing with pages for imports
 )
 
-// openStore opens the database for a command. Only init and gateway create
-// one: a typo in --db elsewhere must not leave an empty database behind.
+// openStore opens the database for a command. Only init, gateway and
+// imports create one: a typo in --db elsewhere must not leave an empty
+// database behind. A database an import creates gets larger pages
+// (activity.ImportPageSize).
 func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
 	path := g.dbPath()
 	if mode == writeStore {
@@ -54,7 +57,11 @@ func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Stor
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 	}
-	return activity.Open(ctx, path, activity.Options{ReadOnly: mode == readStore, KeyDir: g.keyDir()})
+	opts := activity.Options{ReadOnly: mode == readStore, KeyDir: g.keyDir()}
+	if mode == importStore {
+		opts.PageSize = activity.ImportPageSize
+	}
+	return activity.Open(ctx, path, opts)
 }
 
 // requireOperator names who acts, for commands that record it.

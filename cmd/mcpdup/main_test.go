@@ -300,6 +300,22 @@ func TestImportCommand(t *testing.T) {
 		!strings.Contains(out.String(), "paired by session + tool + args_preview") {
 		t.Fatalf("import table:\n%s", out.String())
 	}
+	// A database the import created has the larger pages; init's default
+	// (a gateway's) the smaller ones.
+	other := filepath.Join(dir, "init.db")
+	if code := run([]string{"init", "--db", other, "--key-dir", keys, "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("init exit %d: %s", code, errb.String())
+	}
+	for path, want := range map[string]float64{db: activity.ImportPageSize, other: activity.DefaultPageSize} {
+		out.Reset()
+		var st struct{ Stats map[string]any }
+		if code := run([]string{"status", "--db", path, "--key-dir", keys, "-o", "json"}, &out, &errb); code != 0 || json.Unmarshal([]byte(out.String()), &st) != nil {
+			t.Fatalf("status %s: exit %d\n%s", path, code, out.String())
+		}
+		if st.Stats["page_size"] != want {
+			t.Errorf("%s: stats.page_size %v, want %v", path, st.Stats["page_size"], want)
+		}
+	}
 	out.Reset()
 	if code := run([]string{"import", "--db", db, "--key-dir", keys, sally, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("re-import exit %d", code)

@@ -61,7 +61,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 		return writeJSON(g.stdout, out)
 	}
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "database\t%s\n", out.DB)
+	fmt.Fprintf(w, "database\t%s (%d-byte pages)\n", out.DB, st.PageSize)
 	fmt.Fprintf(w, "origin\t%s\n", out.Origin)
 	fmt.Fprintf(w, "log\t%d records, %d checkpoints, sealed through %d, %d unsealed\n", st.Records, st.Checkpoints, st.SealedSize, out.Unsealed)
 	fmt.Fprintf(w, "signing key\t%s\n", out.KeyStatus)
