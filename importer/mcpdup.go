@@ -31,11 +31,19 @@ func (d *ownExport) note() string {
 // the file on a goroutine of its own while records are written, and an
 // export that does not verify fails the import, whose transaction then
 // keeps nothing. (Verifying first, alone, left a core idle for ~7% of
-// the import.) Whatever else goes wrong, a failed verification is the
-// error reported: it is the cause.
+// the import.) A failed verification stops the import at once, and
+// whatever else went wrong, it is the error reported: it is the cause.
 func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	verified := make(chan error, 1)
-	go func() { verified <- d.verify(ctx, k) }()
+	go func() {
+		err := d.verify(ctx, k)
+		if err != nil {
+			cancel() // nothing of an altered export is kept: stop writing it
+		}
+		verified <- err
+	}()
 	err := d.importRecords(ctx, in, k)
 	if verr := <-verified; verr != nil {
 		return verr

@@ -5,15 +5,6 @@ import (
 	"testing"
 )
 
-func TestRaiseLeavesTheUsersGOGC(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	end := raise(400, true)
-	if got := percent(); got != 100 {
-		t.Fatalf("GOGC set by the user: percent %d while raised, want 100 untouched", got)
-	}
-	end()
-}
-
 func TestRaiseNests(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	end1 := raise(400, false)
@@ -41,14 +32,21 @@ func TestRaiseNests(t *testing.T) {
 	}
 }
 
-func TestRaiseFromEnvironment(t *testing.T) {
+// A GOGC the user set, seen by raise or read from the environment by
+// Raise, is left as it is.
+func TestRaiseLeavesTheUsersGOGC(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	t.Setenv("GOGC", "100")
-	end := Raise(400)
-	if got := percent(); got != 100 {
-		t.Fatalf("GOGC in the environment: percent %d, want 100", got)
+	for name, start := range map[string]func() func(){
+		"raise":       func() func() { return raise(400, true) },
+		"environment": func() func() { t.Setenv("GOGC", "100"); return Raise(400) },
+	} {
+		debug.SetGCPercent(100)
+		end := start()
+		if got := percent(); got != 100 {
+			t.Fatalf("%s: GOGC set by the user: percent %d while raised, want 100 untouched", name, got)
+		}
+		end()
 	}
-	end()
 }
 
 func percent() int {
