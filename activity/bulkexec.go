@@ -23,7 +23,7 @@ type insertJob struct {
 
 func newInserter() *inserter {
 	// 32 batches may wait: with 8 the writer stalled on the inserter's
-	// bursts (see importer's aheadBatches for the figures).
+	// bursts (see importers' aheadBatches for the figures).
 	in := &inserter{jobs: make(chan insertJob, 32)}
 	in.wg.Add(1)
 	go func() {

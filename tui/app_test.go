@@ -558,7 +558,7 @@ func TestImportKey(t *testing.T) {
 		t.Fatalf("a missing file must be refused in place:\n%s", m.View())
 	}
 	press(m, "esc", "i")
-	file := "../importer/testdata/sallyport/activity.jsonl"
+	file := "../importers/testdata/sallyport/activity.jsonl"
 	for _, r := range file {
 		press(m, string(r))
 	}

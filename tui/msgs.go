@@ -10,7 +10,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
-	"github.com/mcpdup/mcpdup/importer"
+	"github.com/mcpdup/mcpdup/importers"
 )
 
 // Every read and write of the store happens in a command; Update only
@@ -190,14 +190,14 @@ func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 }
 
 type importedMsg struct {
-	report importer.FileReport
+	report importers.FileReport
 	err    error
 }
 
 // importFile imports a log file with the same code as mcpdup import.
 func importFile(s *activity.Store, path string) tea.Cmd {
 	return func() tea.Msg {
-		rep, err := importer.Import(context.Background(), s, path, importer.Options{})
+		rep, err := importers.Import(context.Background(), s, path, importers.Options{})
 		return importedMsg{report: rep, err: err}
 	}
 }

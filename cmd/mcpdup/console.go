@@ -13,7 +13,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/fixtures"
-	"github.com/mcpdup/mcpdup/importer"
+	"github.com/mcpdup/mcpdup/importers"
 	"github.com/mcpdup/mcpdup/tui"
 )
 
@@ -60,7 +60,7 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	for _, f := range c.Files {
-		rep, err := importer.Import(context.Background(), s, f, importer.Options{})
+		rep, err := importers.Import(context.Background(), s, f, importers.Options{})
 		if err != nil {
 			return fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
 		}

@@ -282,7 +282,7 @@ func TestConsoleLiveWithGateway(t *testing.T) {
 func TestConsoleImportsFiles(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	abs, _ := filepath.Abs("../../importer/testdata/sallyport/activity.jsonl")
+	abs, _ := filepath.Abs("../../importers/testdata/sallyport/activity.jsonl")
 	tm := startTmux(t, dir, 120, 30, bin, "console", "--db", filepath.Join(dir, "new.db"), "--key-dir", filepath.Join(dir, "keys"), "--operator", "alice", abs)
 	tm.waitFor("5 suspects (✗ 1 duplicate, ? 1 risk) · 2 pending · audit ✓ verified")
 	tm.waitFor("two_processes")

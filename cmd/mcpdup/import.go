@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/importer"
+	"github.com/mcpdup/mcpdup/importers"
 )
 
 // ImportCmd reads activity logs into the database.
@@ -48,15 +48,15 @@ func (c *ImportCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	opts := importer.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g)}
+	opts := importers.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g)}
 	if c.Mapping != "" {
-		m, err := importer.LoadMapping(c.Mapping)
+		m, err := importers.LoadMapping(c.Mapping)
 		if err != nil {
 			return &exitError{2, err}
 		}
 		opts.Mapping = m
 	}
-	var reports []importer.FileReport
+	var reports []importers.FileReport
 	failed := 0
 	for _, f := range c.Files {
 		prog := newProgress(g.stderr, "importing "+f)
@@ -64,7 +64,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 			prog.bytes = true
 		}
 		opts.Progress = prog.update
-		rep, err := importer.Import(ctx, s, f, opts)
+		rep, err := importers.Import(ctx, s, f, opts)
 		prog.done()
 		if err != nil {
 			failed++
@@ -75,7 +75,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 	}
 	if c.Output == "json" {
 		if reports == nil {
-			reports = []importer.FileReport{}
+			reports = []importers.FileReport{}
 		}
 		if err := writeJSON(g.stdout, reports); err != nil {
 			return err
@@ -89,7 +89,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 	return nil
 }
 
-func writeImportTable(g *Globals, reports []importer.FileReport) error {
+func writeImportTable(g *Globals, reports []importers.FileReport) error {
 	if len(reports) == 0 {
 		return nil
 	}
@@ -139,4 +139,4 @@ func (c *ImportCmd) exportKey(g *Globals) func(origin string) (string, bool, err
 	}
 }
 
-func formatList() string { return strings.Join(importer.Formats(), ", ") }
+func formatList() string { return strings.Join(importers.Formats(), ", ") }

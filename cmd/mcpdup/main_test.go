@@ -291,7 +291,7 @@ contract = "blocked_after_unknown"
 func TestImportCommand(t *testing.T) {
 	dir := t.TempDir()
 	db, keys := filepath.Join(dir, "imp.db"), filepath.Join(dir, "keys")
-	sally, otlp := "../../importer/testdata/sallyport/activity.jsonl", "../../importer/testdata/otlp/traces.jsonl"
+	sally, otlp := "../../importers/testdata/sallyport/activity.jsonl", "../../importers/testdata/otlp/traces.jsonl"
 	var out, errb strings.Builder
 	if code := run([]string{"import", "--db", db, "--key-dir", keys, sally, otlp}, &out, &errb); code != 0 {
 		t.Fatalf("import exit %d: %s", code, errb.String())

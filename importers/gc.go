@@ -1,4 +1,4 @@
-package importer
+package importers
 
 // importGCPercent is the collector's target while an import runs
 // (gctune.Raise). An import allocates decode and encode buffers at a high

@@ -1,10 +1,10 @@
-// Package importer reads activity logs into the activity model: mcpdup's
+// Package importers reads activity logs into the activity model: mcpdup's
 // own exports and the logs other systems write. Every imported row keeps
 // its source, file and line; what a source does not record is marked "not
 // recorded" so the analysis says "unknown" instead of guessing. A file is
 // imported whole, in one transaction, or not at all, unless the caller
 // asks to skip bad records.
-package importer
+package importers
 
 import (
 	"context"
