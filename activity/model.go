@@ -181,17 +181,6 @@ const (
 	OutcomeFailure Outcome = "failure" // the target answered that it did not
 )
 
-// outcomeOf returns the outcome a transition into s establishes.
-func outcomeOf(s State) (Outcome, bool) {
-	switch s {
-	case StateSucceeded, StateVerified:
-		return OutcomeSuccess, true
-	case StateFailed, StateRejectedByOperator:
-		return OutcomeFailure, true
-	}
-	return "", false
-}
-
 // EffectKey names the requested effect independently of who asked: tool,
 // target, method and canonical arguments, hashed the same way for every
 // source. The fingerprint also covers actor and scope; grouping by effect
@@ -272,26 +261,6 @@ type Times struct {
 	Observed   Opt[time.Time] `json:"observed,omitzero"`
 	Delivered  Opt[time.Time] `json:"delivered,omitzero"`
 	Resolved   Opt[time.Time] `json:"resolved,omitzero"`
-}
-
-// set stamps the time a transition into s happened.
-func (t *Times) set(s State, v Opt[time.Time]) {
-	switch s {
-	case StateAccepted:
-		t.Accepted = v
-	case StateAuthorized:
-		t.Authorized = v
-	case StateRejected, StateFailedBefore:
-		t.Rejected = v
-	case StateDispatched:
-		t.Dispatched = v
-	case StateSucceeded, StateFailed, StateUnknown:
-		t.Observed = v
-	case StateDelivered, StateDeliveryFailed, StateNotDelivered:
-		t.Delivered = v
-	case StatePendingVerification, StateVerified, StateRejectedByOperator:
-		t.Resolved = v
-	}
 }
 
 // Transition is one recorded lifecycle step. Outcome fields are set on the

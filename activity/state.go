@@ -3,6 +3,7 @@ package activity
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // State is where an execution is in its lifecycle. The lifecycle is
@@ -137,6 +138,96 @@ func illegalReason(from, to State) string {
 		return "an execution is accepted only once"
 	}
 	return fmt.Sprintf("%s may only move to %v", from, transitions[from])
+}
+
+// Apply moves e through one recorded transition, checked against the
+// state machine. It is the one place that says how a transition changes an
+// execution (state, outcome, times, the target's answer): the store's
+// writer applies each transition it records with it, and the analysis
+// replays recorded transitions through it. A transition that names a From
+// must find e in that state. Apply changes nothing when it fails.
+func (e *Execution) Apply(t Transition) error {
+	if t.ExecutionID != "" && t.ExecutionID != e.ID {
+		return fmt.Errorf("execution %s: transition of another execution (%s)", e.ID, t.ExecutionID)
+	}
+	if t.From != "" && t.From != e.State {
+		return fmt.Errorf("execution %s: expected state %s, found %s", e.ID, t.From, e.State)
+	}
+	if err := CheckTransition(e.ID, e.Contract, e.State, t.To); err != nil {
+		return err
+	}
+	e.State = t.To
+	e.Times.set(t.To, t.At)
+	if t.TargetStatus.OK {
+		e.TargetStatus = t.TargetStatus
+	}
+	if t.ExitCode.OK {
+		e.ExitCode = t.ExitCode
+	}
+	if t.ResultRef != "" {
+		e.ResultRef = t.ResultRef
+	}
+	if t.Reason != "" && errorState(t.To) {
+		e.Error = t.Reason
+	}
+	if o, ok := outcomeOf(t.To); ok {
+		e.Outcome = o
+	} else if t.To == StateDispatched {
+		e.Outcome = "" // a resend: the earlier unknown is superseded
+	}
+	return nil
+}
+
+// AsAccepted is the execution as it stood when it was accepted: its
+// identity, with no step of its lifecycle after that.
+func (e Execution) AsAccepted() Execution {
+	x := e
+	x.State, x.Outcome, x.Error, x.ResultRef = StateAccepted, "", "", ""
+	x.TargetStatus, x.ExitCode = Opt[int]{}, Opt[int]{}
+	x.Times = Times{Accepted: e.Times.Accepted}
+	x.Attached = nil
+	return x
+}
+
+// set stamps the time a transition into s happened.
+func (t *Times) set(s State, v Opt[time.Time]) {
+	switch s {
+	case StateAccepted:
+		t.Accepted = v
+	case StateAuthorized:
+		t.Authorized = v
+	case StateRejected, StateFailedBefore:
+		t.Rejected = v
+	case StateDispatched:
+		t.Dispatched = v
+	case StateSucceeded, StateFailed, StateUnknown:
+		t.Observed = v
+	case StateDelivered, StateDeliveryFailed, StateNotDelivered:
+		t.Delivered = v
+	case StatePendingVerification, StateVerified, StateRejectedByOperator:
+		t.Resolved = v
+	}
+}
+
+// outcomeOf returns the outcome a transition into s establishes.
+func outcomeOf(s State) (Outcome, bool) {
+	switch s {
+	case StateSucceeded, StateVerified:
+		return OutcomeSuccess, true
+	case StateFailed, StateRejectedByOperator:
+		return OutcomeFailure, true
+	}
+	return "", false
+}
+
+// errorState reports whether a transition's reason explains a failure or
+// an uncertainty, and so becomes the execution's error.
+func errorState(s State) bool {
+	switch s {
+	case StateRejected, StateFailedBefore, StateFailed, StateUnknown, StateDeliveryFailed, StateNotDelivered, StatePendingVerification:
+		return true
+	}
+	return false
 }
 
 // StateForHTTPStatus is what an HTTP target's status code says about an

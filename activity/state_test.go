@@ -116,3 +116,44 @@ func TestTerminalStates(t *testing.T) {
 		t.Error("an unknown state is neither valid nor terminal")
 	}
 }
+
+func TestApplyChangesNothingWhenRefused(t *testing.T) {
+	e := Execution{ID: "act_a", Contract: ContractBlockedAfterUnknown, State: StateDispatched}
+	for _, tr := range []Transition{
+		{ExecutionID: "act_b", To: StateSucceeded},
+		{ExecutionID: "act_a", From: StateAuthorized, To: StateSucceeded},
+		{ExecutionID: "act_a", To: StateDelivered},
+	} {
+		before := e
+		if err := e.Apply(tr); err == nil {
+			t.Errorf("%+v applied", tr)
+		}
+		if e.State != before.State || e.Times != before.Times {
+			t.Errorf("%+v: a refused transition changed the execution", tr)
+		}
+	}
+}
+
+func TestApplyOutcomeAndResend(t *testing.T) {
+	e := Execution{ID: "act_a", Contract: ContractRepeatableWithKey, State: StateDispatched}
+	steps := []struct {
+		t       Transition
+		outcome Outcome
+	}{
+		{Transition{To: StateUnknown, Reason: "connection reset"}, ""},
+		{Transition{To: StateDispatched}, ""},
+		{Transition{To: StateSucceeded, TargetStatus: Some(201), ResultRef: "sha256:ab"}, OutcomeSuccess},
+		{Transition{To: StateNotDelivered, Reason: "client left"}, OutcomeSuccess},
+	}
+	for _, st := range steps {
+		if err := e.Apply(st.t); err != nil {
+			t.Fatal(err)
+		}
+		if e.State != st.t.To || e.Outcome != st.outcome {
+			t.Fatalf("after %s: state %s outcome %q, want %q", st.t.To, e.State, e.Outcome, st.outcome)
+		}
+	}
+	if e.TargetStatus != Some(201) || e.ResultRef != "sha256:ab" || e.Error != "client left" {
+		t.Fatalf("the target's answer was not kept: %+v", e)
+	}
+}

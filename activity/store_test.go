@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -785,5 +786,51 @@ func TestMigrationFromVersion1(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestApplyRebuildsEveryStoredExecution holds the store's projection to
+// the model's one state machine: every execution, rebuilt from the state
+// it was accepted in and its recorded transitions through Execution.Apply,
+// is the row the writer stored.
+func TestApplyRebuildsEveryStoredExecution(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, s, 40, 8); err != nil {
+		t.Fatal(err)
+	}
+	execs, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]activity.ExecutionID, len(execs))
+	for i, e := range execs {
+		ids[i] = e.ID
+	}
+	trs, err := s.TransitionsOf(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[activity.State]bool{}
+	for _, stored := range execs {
+		x := stored.AsAccepted()
+		for _, tr := range trs[stored.ID] {
+			if tr.To == activity.StateAccepted {
+				continue
+			}
+			if err := x.Apply(tr); err != nil {
+				t.Fatalf("#%d: %v", tr.Seq, err)
+			}
+		}
+		stored.Attached = nil
+		if !reflect.DeepEqual(x, stored) {
+			t.Errorf("%s rebuilt:\n%+v\nstored:\n%+v", stored.ID, x, stored)
+		}
+		states[stored.State] = true
+	}
+	if len(states) < 5 {
+		t.Fatalf("only %d distinct final states (%v): the check covers too little", len(states), states)
 	}
 }

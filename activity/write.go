@@ -939,24 +939,27 @@ func (w *Writer) Transition(t Transition) (Execution, error) {
 	if err != nil {
 		return e, err
 	}
-	if t.From != "" && t.From != e.State {
-		return e, fmt.Errorf("execution %s: expected state %s, found %s", e.ID, t.From, e.State)
-	}
-	t.From = e.State
-	if err := CheckTransition(e.ID, e.Contract, e.State, t.To); err != nil {
-		return e, err
-	}
-	if t.To == StateVerified || t.To == StateRejectedByOperator {
-		return e, fmt.Errorf("execution %s: %s is set by an operator resolution (Resolve), not a transition", e.ID, t.To)
-	}
-	return w.transition(e, t)
+	return w.transition(e, t, false)
 }
 
-func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
+// transition applies t to e (Execution.Apply) and records it. Only an
+// operator's resolution (byOperator) settles an outcome as verified or
+// rejected_by_operator.
+func (w *Writer) transition(e Execution, t Transition, byOperator bool) (Execution, error) {
 	if t.At.OK {
 		t.At.V = t.At.V.UTC()
 	} else if e.Source.IsZero() {
 		t.At = Some(w.now) // live records always know when
+	}
+	if t.From == "" {
+		t.From = e.State
+	}
+	next := e
+	if err := next.Apply(t); err != nil {
+		return e, err
+	}
+	if !byOperator && (t.To == StateVerified || t.To == StateRejectedByOperator) {
+		return e, fmt.Errorf("execution %s: %s is set by an operator resolution (Resolve), not a transition", e.ID, t.To)
 	}
 	rec, err := w.append(KindTransition, t)
 	if err != nil {
@@ -965,27 +968,8 @@ func (w *Writer) transition(e Execution, t Transition) (Execution, error) {
 	if err := w.insertTransition(rec.Seq, t); err != nil {
 		return e, err
 	}
-	e.State = t.To
-	e.Times.set(t.To, t.At)
-	if t.TargetStatus.OK {
-		e.TargetStatus = t.TargetStatus
-	}
-	if t.ExitCode.OK {
-		e.ExitCode = t.ExitCode
-	}
-	if t.ResultRef != "" {
-		e.ResultRef = t.ResultRef
-	}
-	if t.Reason != "" && errorState(t.To) {
-		e.Error = t.Reason
-	}
-	if o, ok := outcomeOf(t.To); ok {
-		e.Outcome = o
-	} else if t.To == StateDispatched {
-		e.Outcome = "" // a resend: the earlier unknown is superseded
-	}
-	w.cache(e, true, rec.Seq)
-	return e, nil
+	w.cache(next, true, rec.Seq)
+	return next, nil
 }
 
 func (w *Writer) insertTransition(seq int64, t Transition) error {
@@ -1036,7 +1020,7 @@ func (w *Writer) Resolve(r Resolution) (Execution, error) {
 	}
 	w.resolved = true
 	return w.transition(e, Transition{ExecutionID: e.ID, From: e.State, To: r.Outcome.State(), At: Some(r.At),
-		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note)})
+		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note)}, true)
 }
 
 // PutResult stores a target's result content and returns its reference, so
@@ -1246,16 +1230,6 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
-}
-
-// errorState reports whether a transition's reason explains a failure or
-// an uncertainty, and so becomes the execution's error.
-func errorState(s State) bool {
-	switch s {
-	case StateRejected, StateFailedBefore, StateFailed, StateUnknown, StateDeliveryFailed, StateNotDelivered, StatePendingVerification:
-		return true
-	}
-	return false
 }
 
 func joinFacts(fs []Fact) string {

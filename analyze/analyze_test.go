@@ -271,21 +271,26 @@ contract = "%s"
 // through the gateway's own decision function.
 func TestWhatIfThroughGatewayDecide(t *testing.T) {
 	got := suspectsByTool(t, incident(t))
-	for contract, want := range map[string]gatewaylite.Recovery{
-		"blocked_after_unknown": gatewaylite.RecoveryBlock,
-		"repeatable_with_key":   gatewaylite.RecoveryResend,
-		"read_only":             gatewaylite.RecoveryNew,
+	for contract, want := range map[string]activity.Recovery{
+		"blocked_after_unknown": activity.RecoveryBlock,
+		"repeatable_with_key":   activity.RecoveryResend,
+		"read_only":             activity.RecoveryNew,
 	} {
 		cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(whatIfConfig, contract)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := analyze.WhatIf(got["pt_transfer_funds"], cfg)
-		if len(w) != 2 || w[0].Would != gatewaylite.RecoveryNew || w[1].Would != want {
+		w, err := analyze.WhatIf(got["pt_transfer_funds"], cfg.Contract)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w) != 2 || w[0].Would != activity.RecoveryNew || w[1].Would != want {
 			t.Errorf("transfer under %s: %+v", contract, w)
 		}
-		w = analyze.WhatIf(got["pt_create_order"], cfg)
-		if w[1].Would != gatewaylite.RecoveryStoredResult || w[1].Action != "returned the stored result" {
+		if w, err = analyze.WhatIf(got["pt_create_order"], cfg.Contract); err != nil {
+			t.Fatal(err)
+		}
+		if w[1].Would != activity.RecoveryStoredResult || w[1].Action != "returned the stored result" {
 			t.Errorf("order: the gateway would have answered the retry from the first execution: %+v", w[1])
 		}
 	}

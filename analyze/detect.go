@@ -12,7 +12,7 @@ import (
 // DefaultWindow groups calls whose tool's attach window is not recorded
 // (most imported logs): two calls for the same effect within an hour are
 // a suspect.
-const DefaultWindow = time.Hour
+const DefaultWindow = activity.DefaultAttachWindow
 
 // Options tune an analysis.
 type Options struct {

@@ -5,27 +5,33 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/gatewaylite"
 )
+
+// ContractOf looks up a tool's written contract: its class and attach
+// window; ok is false for a tool without one. The command line builds it
+// from a gateway configuration, so the analysis reads contracts as data.
+type ContractOf func(tool string) (contract activity.Contract, window time.Duration, ok bool)
 
 // WhatIfCall is what the gateway would have done with one recorded call.
 type WhatIfCall struct {
-	CallID   activity.CallID      `json:"call_id"`
-	At       time.Time            `json:"at"`
-	Recorded string               `json:"recorded"` // what the record shows happened
-	Would    gatewaylite.Recovery `json:"would"`
-	Action   string               `json:"action"` // attached | stored result | blocked | dispatched | ...
-	Reason   string               `json:"reason"`
+	CallID   activity.CallID   `json:"call_id"`
+	At       time.Time         `json:"at"`
+	Recorded string            `json:"recorded"` // what the record shows happened
+	Would    activity.Recovery `json:"would"`
+	Action   string            `json:"action"` // attached | stored result | blocked | dispatched | ...
+	Reason   string            `json:"reason"`
 }
 
 // WhatIf replays a suspect's calls through the gateway's own matching
-// and recovery decision (gatewaylite.Decide: the same function the gateway
-// runs, not a copy) under the contracts and windows of cfg, against the
-// first execution's state as recorded at each call's time.
-func WhatIf(sus *Suspect, cfg *gatewaylite.Config) []WhatIfCall {
-	contract, window := activity.ContractBlockedAfterUnknown, gatewaylite.DefaultAttachWindow
-	if t, ok := cfg.Tool(sus.Tool); ok {
-		contract, window = activity.Contract(t.Contract), t.AttachWindow.Duration
+// and recovery decision (activity.Decide: the function the gateway runs,
+// not a copy) under the contracts and windows contracts gives, against the
+// first execution as its recorded transitions had left it at each call's
+// time (rebuilt by activity's Execution.Apply). A tool without a contract
+// is blocked_after_unknown with the default window, as in the gateway.
+func WhatIf(sus *Suspect, contracts ContractOf) ([]WhatIfCall, error) {
+	contract, window, ok := contracts(sus.Tool)
+	if !ok {
+		contract, window = activity.ContractBlockedAfterUnknown, activity.DefaultAttachWindow
 	}
 	execs := map[activity.ExecutionID]*ExecutionSummary{}
 	for i := range sus.Executions {
@@ -40,65 +46,59 @@ func WhatIf(sus *Suspect, cfg *gatewaylite.Config) []WhatIfCall {
 		}
 		var p *activity.Execution
 		if prior != nil {
-			e := stateAt(prior, c.Seq, contract)
+			e, err := prior.before(c.Seq)
+			if err != nil {
+				return nil, err
+			}
+			e.Contract = contract // the what-if's contract, not the recorded one
 			p = &e
 		}
-		rec, why := gatewaylite.Decide(p, contract, c.ReceivedAt, window)
+		rec, why := activity.Decide(p, contract, c.ReceivedAt, window)
 		if why == "" {
 			why = "no earlier execution of this intent"
 		}
 		out = append(out, WhatIfCall{CallID: c.ID, At: c.ReceivedAt, Recorded: recorded, Would: rec, Action: actionText(rec), Reason: why})
-		if rec == gatewaylite.RecoveryNew {
+		if rec == activity.RecoveryNew {
 			prior = execs[c.ExecutionID]
 		}
 	}
-	return out
+	return out, nil
 }
 
-// stateAt rebuilds an execution as it stood just before log record seq.
-func stateAt(e *ExecutionSummary, seq int64, c activity.Contract) activity.Execution {
-	x := activity.Execution{ID: e.ID, Contract: c, State: activity.StateAccepted}
-	x.Times.Accepted = e.exec.Times.Accepted
+// before rebuilds the execution as it stood just before log record seq:
+// as accepted, then each recorded transition applied through the model's
+// one state machine.
+func (e *ExecutionSummary) before(seq int64) (activity.Execution, error) {
+	x := e.exec.AsAccepted()
 	for _, t := range e.Transitions {
 		if t.Seq >= seq {
 			break
 		}
-		x.State = t.To
-		if o, ok := outcomeOf(t.To); ok {
-			x.Outcome = o
+		if t.To == activity.StateAccepted {
+			continue // the record that created it
 		}
-		if t.At.OK {
-			x.Times.Observed = t.At // the latest change; Decide measures age from it
+		if err := x.Apply(t); err != nil {
+			return x, fmt.Errorf("replay #%d: %w", t.Seq, err)
 		}
 	}
-	return x
+	return x, nil
 }
 
-func outcomeOf(s activity.State) (activity.Outcome, bool) {
-	switch s {
-	case activity.StateSucceeded, activity.StateVerified:
-		return activity.OutcomeSuccess, true
-	case activity.StateFailed, activity.StateRejectedByOperator:
-		return activity.OutcomeFailure, true
-	}
-	return "", false
-}
-
-func actionText(r gatewaylite.Recovery) string {
+func actionText(r activity.Recovery) string {
 	switch r {
-	case gatewaylite.RecoveryNew:
+	case activity.RecoveryNew:
 		return "dispatched a new execution"
-	case gatewaylite.RecoveryContinue, gatewaylite.RecoveryWait:
+	case activity.RecoveryContinue, activity.RecoveryWait:
 		return "attached and waited"
-	case gatewaylite.RecoveryStoredResult, gatewaylite.RecoveryResolved:
+	case activity.RecoveryStoredResult, activity.RecoveryResolved:
 		return "returned the stored result"
-	case gatewaylite.RecoveryResend:
+	case activity.RecoveryResend:
 		return "resent with the same Idempotency-Key"
-	case gatewaylite.RecoveryLookup:
+	case activity.RecoveryLookup:
 		return "asked the status endpoint"
-	case gatewaylite.RecoveryBlock:
+	case activity.RecoveryBlock:
 		return "blocked: pending verification"
-	case gatewaylite.RecoveryRejection:
+	case activity.RecoveryRejection:
 		return "returned the same refusal"
 	}
 	return fmt.Sprint(r)

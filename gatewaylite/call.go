@@ -95,7 +95,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	}
 
 	var exec activity.Execution
-	var rec Recovery
+	var rec activity.Recovery
 	var waiting []string // approvals the new execution waits on
 	_, err = g.store.Write(ctx, func(w *activity.Writer) error {
 		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
@@ -103,7 +103,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 			return err
 		}
 		var why string
-		rec, why = Decide(prior, spec.contract, received, spec.window)
+		rec, why = activity.Decide(prior, spec.contract, received, spec.window)
 		if !run.strong && prior != nil && rec.Attaches() {
 			why += "; run identity is weak (" + string(run.identifiedBy) + "), scope inferred from actor and window"
 		}
@@ -114,7 +114,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 				return err
 			}
 			exec = *prior
-			if rec == RecoveryResend {
+			if rec == activity.RecoveryResend {
 				// Durable before the resend leaves, like the first dispatch.
 				exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateUnknown,
 					To: activity.StateDispatched, CallID: call.ID, Reason: "resend with the same Idempotency-Key"})
@@ -231,18 +231,18 @@ type answer struct {
 }
 
 // proceed acts on the recovery decision once it is durable.
-func (g *Gateway) proceed(ctx context.Context, spec *toolSpec, exec activity.Execution, rec Recovery, send map[string]any, call activity.CallID) answer {
+func (g *Gateway) proceed(ctx context.Context, spec *toolSpec, exec activity.Execution, rec activity.Recovery, send map[string]any, call activity.CallID) answer {
 	replayed := rec.Attaches()
 	switch rec {
-	case RecoveryNew, RecoveryResend:
+	case activity.RecoveryNew, activity.RecoveryResend:
 		if exec.State == activity.StateDispatched {
 			exec = g.execute(ctx, spec, exec, send)
 		}
-	case RecoveryContinue, RecoveryWait:
+	case activity.RecoveryContinue, activity.RecoveryWait:
 		exec = g.waitFor(ctx, spec, exec, send)
-	case RecoveryLookup:
+	case activity.RecoveryLookup:
 		exec = g.lookup(ctx, spec, exec, send)
-	case RecoveryBlock:
+	case activity.RecoveryBlock:
 		exec = g.block(ctx, exec)
 	}
 	return g.respond(exec, rec, replayed)

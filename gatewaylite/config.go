@@ -144,7 +144,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // Defaults for unset fields.
 const (
 	DefaultListen          = "127.0.0.1:8931"
-	DefaultAttachWindow    = time.Hour
+	DefaultAttachWindow    = activity.DefaultAttachWindow
 	DefaultTimeout         = 30 * time.Second
 	DefaultRunIdleTimeout  = 30 * time.Minute
 	DefaultApprovalTimeout = 2 * time.Minute
@@ -369,4 +369,15 @@ func (c *Config) Tool(name string) (*ToolConfig, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Contract is a tool's written contract as the analysis's what-if reads
+// it: its class and attach window; ok is false for a tool this
+// configuration does not define.
+func (c *Config) Contract(tool string) (activity.Contract, time.Duration, bool) {
+	t, ok := c.Tool(tool)
+	if !ok {
+		return "", 0, false
+	}
+	return activity.Contract(t.Contract), t.AttachWindow.Duration, true
 }

@@ -25,12 +25,12 @@ type executionMeta struct {
 	Dispatched string               `json:"dispatched_at,omitempty"`
 	ObservedAt string               `json:"observed_at,omitempty"`
 	Status     *int                 `json:"target_status,omitempty"`
-	Recovery   Recovery             `json:"recovery,omitempty"`
+	Recovery   activity.Recovery    `json:"recovery,omitempty"`
 }
 
 // respond builds the truthful answer for an execution as it now is. It
 // never fabricates a failure: an agent that sees a failure tries again.
-func (g *Gateway) respond(e activity.Execution, rec Recovery, replayed bool) answer {
+func (g *Gateway) respond(e activity.Execution, rec activity.Recovery, replayed bool) answer {
 	var res *mcp.CallToolResult
 	retrySafe := false
 	switch e.State {

@@ -64,12 +64,8 @@ func (c *ReplayCmd) Run(g *Globals) error {
 			return err
 		}
 		tl = analyze.SuspectTimeline(sus)
-		if c.WhatIf != "" {
-			cfg, err := gatewaylite.LoadConfig(c.WhatIf)
-			if err != nil {
-				return err
-			}
-			whatIf = analyze.WhatIf(sus, cfg)
+		if whatIf, err = whatIfUnder(sus, c.WhatIf); err != nil {
+			return err
 		}
 	} else {
 		to := c.To
@@ -153,13 +149,9 @@ func (c *ReportCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	var whatIf []analyze.WhatIfCall
-	if c.WhatIf != "" {
-		cfg, err := gatewaylite.LoadConfig(c.WhatIf)
-		if err != nil {
-			return err
-		}
-		whatIf = analyze.WhatIf(sus, cfg)
+	whatIf, err := whatIfUnder(sus, c.WhatIf)
+	if err != nil {
+		return err
 	}
 	out := g.stdout
 	if c.File != "" {
@@ -180,4 +172,17 @@ func (c *ReportCmd) Run(g *Globals) error {
 		fmt.Fprintf(g.stderr, "wrote %s\n", c.File)
 	}
 	return err
+}
+
+// whatIfUnder runs a suspect's calls through the gateway's decision under
+// the contracts of the gateway configuration at path (none when empty).
+func whatIfUnder(sus *analyze.Suspect, path string) ([]analyze.WhatIfCall, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cfg, err := gatewaylite.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return analyze.WhatIf(sus, cfg.Contract)
 }

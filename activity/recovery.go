@@ -1,16 +1,18 @@
-package gatewaylite
+package activity
 
 import (
 	"fmt"
 	"time"
-
-	"github.com/mcpdup/mcpdup/activity"
 )
+
+// DefaultAttachWindow is the attach window of a tool whose contract sets
+// none, and the grouping window for logs that record no window at all.
+const DefaultAttachWindow = time.Hour
 
 // Recovery is what the gateway does with a call, given the newest
 // execution of the same intent (fingerprint, actor and scope). It is the
 // whole of recover_or_attach (design.md, "Matching a retry"), kept pure so
-// the analysis's what-if replay runs exactly this code.
+// the gateway and the analysis's what-if replay run exactly this code.
 type Recovery string
 
 const (
@@ -55,39 +57,37 @@ func (r Recovery) Attaches() bool { return r != RecoveryNew }
 // window bounds only how long a finished execution's result is handed back
 // instead of acting again, delivered or not; after it the execution is a
 // tombstone and the new execution is recorded as a late repeat.
-func Decide(prior *activity.Execution, contract activity.Contract, now time.Time, window time.Duration) (Recovery, string) {
+func Decide(prior *Execution, contract Contract, now time.Time, window time.Duration) (Recovery, string) {
 	if prior == nil {
 		return RecoveryNew, ""
 	}
-	if contract == activity.ContractReadOnly {
+	if contract == ContractReadOnly {
 		return RecoveryNew, fmt.Sprintf("read-only repeat of %s", prior.ID)
 	}
-	age := now.Sub(latestTime(prior))
-	inWindow := age <= window
 	switch prior.State {
-	case activity.StateAccepted, activity.StateAuthorized:
+	case StateAccepted, StateAuthorized:
 		return RecoveryContinue, fmt.Sprintf("retry of %s, accepted but not yet dispatched", prior.ID)
-	case activity.StateDispatched:
+	case StateDispatched:
 		return RecoveryWait, fmt.Sprintf("retry of %s, dispatched and still running", prior.ID)
-	case activity.StateUnknown:
+	case StateUnknown:
 		switch prior.Contract {
-		case activity.ContractRepeatableWithKey:
+		case ContractRepeatableWithKey:
 			return RecoveryResend, fmt.Sprintf("retry of %s, outcome unknown: resend with the same Idempotency-Key", prior.ID)
-		case activity.ContractRecoverableByLookup:
+		case ContractRecoverableByLookup:
 			return RecoveryLookup, fmt.Sprintf("retry of %s, outcome unknown: ask the target's status endpoint", prior.ID)
 		}
 		return RecoveryBlock, fmt.Sprintf("retry of %s, outcome unknown and the tool cannot be resent safely", prior.ID)
-	case activity.StatePendingVerification:
+	case StatePendingVerification:
 		return RecoveryBlock, fmt.Sprintf("retry of %s, which awaits operator verification", prior.ID)
 	}
-	if !inWindow {
+	if now.Sub(prior.LastChanged()) > window {
 		return RecoveryNew, fmt.Sprintf("late repeat of %s (%s), outside the %s attach window", prior.ID, prior.State, window)
 	}
 	switch prior.State {
-	case activity.StateSucceeded, activity.StateFailed, activity.StateDeliveryFailed, activity.StateNotDelivered:
+	case StateSucceeded, StateFailed, StateDeliveryFailed, StateNotDelivered:
 		return RecoveryStoredResult, fmt.Sprintf("retry of %s, which completed: stored result returned", prior.ID)
-	case activity.StateDelivered:
-		if prior.Outcome == activity.OutcomeFailure {
+	case StateDelivered:
+		if prior.Outcome == OutcomeFailure {
 			return RecoveryNew, fmt.Sprintf("new attempt after %s, whose failure (%s) was delivered", prior.ID, prior.Error)
 		}
 		// HTTP cannot prove the agent read the answer (a proxy or a kernel
@@ -96,19 +96,19 @@ func Decide(prior *activity.Execution, contract activity.Contract, now time.Time
 		// new intent scope in _meta.
 		return RecoveryStoredResult, fmt.Sprintf("repeat of %s, whose result was written to the agent at %s, inside the %s attach window: stored result returned",
 			prior.ID, prior.Times.Delivered.String(), window)
-	case activity.StateRejected:
+	case StateRejected:
 		return RecoveryRejection, fmt.Sprintf("retry of %s, which was refused: same refusal returned", prior.ID)
-	case activity.StateVerified:
+	case StateVerified:
 		return RecoveryResolved, fmt.Sprintf("retry of %s, which an operator verified took effect", prior.ID)
 	}
 	// failed_before_dispatch, rejected_by_operator: nothing happened; act.
 	return RecoveryNew, fmt.Sprintf("new attempt after %s (%s): the target never acted", prior.ID, prior.State)
 }
 
-// latestTime is when the execution last changed, as far as recorded.
-func latestTime(e *activity.Execution) time.Time {
+// LastChanged is when the execution last changed, as far as recorded.
+func (e *Execution) LastChanged() time.Time {
 	var t time.Time
-	for _, o := range []activity.Opt[time.Time]{e.Times.Accepted, e.Times.Authorized, e.Times.Rejected,
+	for _, o := range []Opt[time.Time]{e.Times.Accepted, e.Times.Authorized, e.Times.Rejected,
 		e.Times.Dispatched, e.Times.Observed, e.Times.Delivered, e.Times.Resolved} {
 		if o.OK && o.V.After(t) {
 			t = o.V
