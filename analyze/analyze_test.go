@@ -14,7 +14,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/analyze"
-	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 )
 
@@ -52,7 +52,7 @@ func incident(t *testing.T) *activity.Store {
 			incidentErr = err
 			return
 		}
-		if incidentErr = fixtures.BuildIncident(ctx, s, keys); incidentErr != nil {
+		if incidentErr = demo.Run(ctx, s, keys); incidentErr != nil {
 			return
 		}
 		s.Close()
@@ -97,10 +97,10 @@ var wantAnswers = map[string]string{
 func TestIncidentVerdictsAndAnswers(t *testing.T) {
 	s := incident(t)
 	got := suspectsByTool(t, s)
-	if len(got) != len(fixtures.Scenarios) {
-		t.Errorf("%d suspects, want one per scenario (%d)", len(got), len(fixtures.Scenarios))
+	if len(got) != len(demo.Scenarios) {
+		t.Errorf("%d suspects, want one per scenario (%d)", len(got), len(demo.Scenarios))
 	}
-	for _, sc := range fixtures.Scenarios {
+	for _, sc := range demo.Scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			sus := got[sc.Tool]
 			if sus == nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
 const perUseConfig = `
@@ -45,7 +45,7 @@ func TestPerUseApproval(t *testing.T) {
 	for _, decision := range []activity.ApprovalState{activity.ApprovalApproved, activity.ApprovalDenied, activity.ApprovalExpired} {
 		t.Run(string(decision), func(t *testing.T) {
 			h := newHarness(t, perUseConfig)
-			cs := h.connect(gatewaytest.ProtocolStateless, false)
+			cs := h.connect(loopback.ProtocolStateless, false)
 			args := map[string]any{"order": "o-17", "amount_cents": 900}
 			first := make(chan *mcp.CallToolResult, 1)
 			go func() { first <- mustCall(t, cs, "refund", args, nil) }()
@@ -54,7 +54,7 @@ func TestPerUseApproval(t *testing.T) {
 				t.Fatalf("approval: %+v", as[0])
 			}
 			// A retry while the first call waits is told so, and asks nothing new.
-			cs2 := h.connect(gatewaytest.ProtocolLegacy, false)
+			cs2 := h.connect(loopback.ProtocolLegacy, false)
 			res := mustCall(t, cs2, "refund", args, nil)
 			if m := execMeta(t, res); m["state"] != "accepted" || m["replayed"] != true {
 				t.Fatalf("retry during approval: %v %s", m, resultText(res))
@@ -94,7 +94,7 @@ func TestPerUseApproval(t *testing.T) {
 
 func TestSessionGrantAsk(t *testing.T) {
 	h := newHarness(t, `session_grant = "ask"`)
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	meta := mcp.Meta{"mcpdup.dev/run_id": "run-A"}
 	first := make(chan *mcp.CallToolResult, 1)
 	go func() {

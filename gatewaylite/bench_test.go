@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 	"github.com/mcpdup/mcpdup/internal/gctune"
 )
 
@@ -38,7 +38,7 @@ func BenchmarkToolsCall(b *testing.B) {
 	// The collector target mcpdup gateway runs with; the target and the
 	// pass-through proxy share this process, and the setting.
 	defer gctune.Raise(gatewaylite.GCPercent)()
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	dir := b.TempDir()
 	cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(chaosConfig, target.URL, target.URL)))
@@ -57,7 +57,7 @@ func BenchmarkToolsCall(b *testing.B) {
 	defer gw.Close()
 	gwSrv := httptest.NewServer(gw.Handler())
 	defer gwSrv.Close()
-	pt := gatewaytest.NewPassThrough(map[string]string{"deploy_release": target.URL + "/v1/releases"})
+	pt := loopback.NewPassThrough(map[string]string{"deploy_release": target.URL + "/v1/releases"})
 	defer pt.Close()
 
 	var seq atomic.Int64
@@ -75,7 +75,7 @@ func BenchmarkToolsCall(b *testing.B) {
 		return func(b *testing.B, clients int) []func(context.Context) error {
 			var fns []func(context.Context) error
 			for range clients {
-				cs, err := gatewaytest.Connect(context.Background(), endpoint, agentToken, gatewaytest.ProtocolStateless)
+				cs, err := loopback.Connect(context.Background(), endpoint, agentToken, loopback.ProtocolStateless)
 				if err != nil {
 					b.Fatal(err)
 				}

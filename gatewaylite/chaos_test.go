@@ -18,8 +18,8 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
 var chaosCalls = flag.Int("chaos.calls", 1000, "tool calls in the chaos run (try 10000)")
@@ -97,21 +97,21 @@ func TestChaos(t *testing.T) {
 }
 
 func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	rng := rand.New(rand.NewPCG(7, 11))
 	var rngMu sync.Mutex
 	roll := func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() }
-	targetProxy := gatewaytest.NewFaultProxy(target.URL)
+	targetProxy := loopback.NewFaultProxy(target.URL)
 	defer targetProxy.Close()
-	targetProxy.Plan = func(_ *http.Request, _ []byte) gatewaytest.Fault {
+	targetProxy.Plan = func(_ *http.Request, _ []byte) loopback.Fault {
 		switch r := roll(); {
 		case r < 0.10:
-			return gatewaytest.DropRequest
+			return loopback.DropRequest
 		case r < 0.20:
-			return gatewaytest.DropResponse
+			return loopback.DropResponse
 		}
-		return gatewaytest.Pass
+		return loopback.Pass
 	}
 
 	var front string
@@ -136,7 +136,7 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 		defer srv.Close()
 		front = srv.URL
 	} else {
-		pt := gatewaytest.NewPassThrough(map[string]string{
+		pt := loopback.NewPassThrough(map[string]string{
 			"deploy_release": targetProxy.URL + "/v1/releases",
 			"charge_card":    targetProxy.URL + "/v1/charges",
 			"open_ticket":    targetProxy.URL + "/v1/tickets",
@@ -144,13 +144,13 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 		defer pt.Close()
 		front = pt.URL
 	}
-	agentProxy := gatewaytest.NewFaultProxy(front)
+	agentProxy := loopback.NewFaultProxy(front)
 	defer agentProxy.Close()
-	agentProxy.Plan = func(_ *http.Request, body []byte) gatewaytest.Fault {
-		if gatewaytest.IsToolsCall(body) && roll() < 0.10 {
-			return gatewaytest.DropResponse
+	agentProxy.Plan = func(_ *http.Request, body []byte) loopback.Fault {
+		if loopback.IsToolsCall(body) && roll() < 0.10 {
+			return loopback.DropResponse
 		}
-		return gatewaytest.Pass
+		return loopback.Pass
 	}
 
 	var res chaosResult
@@ -162,11 +162,11 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			protocol := gatewaytest.ProtocolStateless
+			protocol := loopback.ProtocolStateless
 			if w%2 == 1 {
-				protocol = gatewaytest.ProtocolLegacy
+				protocol = loopback.ProtocolLegacy
 			}
-			agent := &gatewaytest.NaiveAgent{Endpoint: agentProxy.URL + "/mcp", Token: agentToken, Protocol: protocol, Attempts: 6}
+			agent := &loopback.NaiveAgent{Endpoint: agentProxy.URL + "/mcp", Token: agentToken, Protocol: protocol, Attempts: 6}
 			defer agent.Close()
 			for {
 				i := next.Add(1)
@@ -191,8 +191,8 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.effects, res.duplicates = int(target.Total()), target.Duplicates()
-	res.targetFaults = targetProxy.Count(gatewaytest.DropRequest) + targetProxy.Count(gatewaytest.DropResponse)
-	res.agentFaults = agentProxy.Count(gatewaytest.DropResponse)
+	res.targetFaults = targetProxy.Count(loopback.DropRequest) + targetProxy.Count(loopback.DropResponse)
+	res.agentFaults = agentProxy.Count(loopback.DropResponse)
 	if viaGateway && res.duplicates > 0 {
 		t.Logf("duplicated intents: %v", target.DuplicatedIntents())
 	}

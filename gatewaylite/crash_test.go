@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
 // gatewayProcess is a gateway running in its own process (this test
@@ -104,7 +104,7 @@ func freeAddr(t *testing.T) string {
 func TestGatewayKilledMidFlight(t *testing.T) {
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	dir := t.TempDir()
 	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
@@ -128,7 +128,7 @@ func TestGatewayKilledMidFlight(t *testing.T) {
 			target.SetHold(hold)
 			before := target.Total()
 
-			cs, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolStateless)
+			cs, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestGatewayKilledMidFlight(t *testing.T) {
 			if err != nil || len(es) != 1 || es[0].State != c.restarted {
 				t.Fatalf("after restart: %+v %v", es, err)
 			}
-			cs2, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolLegacy)
+			cs2, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolLegacy)
 			if err != nil {
 				t.Fatal(err)
 			}

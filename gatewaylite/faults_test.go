@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
@@ -21,7 +22,7 @@ name = "deploy_dead"
 url = "%s/v1/releases"
 contract = "repeatable_with_key"
 `, gatewaytest.DeadURL()))
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	res := mustCall(t, cs, "deploy_dead", map[string]any{"service": "x"}, nil)
 	m := execMeta(t, res)
 	if !res.IsError || m["state"] != "failed_before_dispatch" || m["retry_safe"] != true {
@@ -40,8 +41,8 @@ contract = "repeatable_with_key"
 
 func TestFaultAfterRequestWritten(t *testing.T) {
 	h := newHarness(t, "")
-	h.proxy.Next(gatewaytest.DropRequest)
-	cs := h.connect(gatewaytest.ProtocolLegacy, false)
+	h.proxy.Next(loopback.DropRequest)
+	cs := h.connect(loopback.ProtocolLegacy, false)
 	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "7"}, nil)
 	m := execMeta(t, res)
 	if res.IsError || m["state"] != "succeeded" {
@@ -51,15 +52,15 @@ func TestFaultAfterRequestWritten(t *testing.T) {
 	if got := h.path(e.ID); !strings.HasPrefix(got, "accepted>authorized>dispatched>unknown>dispatched>succeeded") {
 		t.Fatalf("lifecycle %s", got)
 	}
-	if h.target.Total() != 1 || h.proxy.Count(gatewaytest.DropRequest) != 1 {
-		t.Fatalf("effects %d, drops %d", h.target.Total(), h.proxy.Count(gatewaytest.DropRequest))
+	if h.target.Total() != 1 || h.proxy.Count(loopback.DropRequest) != 1 {
+		t.Fatalf("effects %d, drops %d", h.target.Total(), h.proxy.Count(loopback.DropRequest))
 	}
 }
 
 func TestFaultAfterTargetAnswered(t *testing.T) {
 	h := newHarness(t, "")
-	h.proxy.Next(gatewaytest.DropResponse)
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	h.proxy.Next(loopback.DropResponse)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "8"}, nil)
 	if m := execMeta(t, res); res.IsError || m["state"] != "succeeded" {
 		t.Fatalf("%v %s", m, resultText(res))
@@ -79,8 +80,8 @@ func TestFaultAfterTargetAnswered(t *testing.T) {
 
 func TestFaultBlockedToolGoesToPendingVerification(t *testing.T) {
 	h := newHarness(t, "")
-	h.proxy.Next(gatewaytest.DropResponse)
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	h.proxy.Next(loopback.DropResponse)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	args := map[string]any{"amount_cents": 4200, "card_token": secretValue}
 	res := mustCall(t, cs, "charge_card", args, nil)
 	m := execMeta(t, res)
@@ -109,10 +110,10 @@ func TestFaultBlockedToolGoesToPendingVerification(t *testing.T) {
 
 func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
 	h := newHarness(t, "")
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 
 	// The target acted; the answer was lost: the status endpoint says so.
-	h.proxy.Next(gatewaytest.DropResponse)
+	h.proxy.Next(loopback.DropResponse)
 	res := mustCall(t, cs, "open_ticket", map[string]any{"title": "disk full"}, nil)
 	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
 		t.Fatalf("lookup after a lost answer: %v %s", m, resultText(res))
@@ -125,7 +126,7 @@ func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
 	// The request never arrived: the status endpoint has no record (yet),
 	// so it is sent again under the same execution id and key, not
 	// recorded as "never acted" (a retry would then act under a new key).
-	h.proxy.Next(gatewaytest.DropRequest)
+	h.proxy.Next(loopback.DropRequest)
 	res = mustCall(t, cs, "open_ticket", map[string]any{"title": "cpu hot"}, nil)
 	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
 		t.Fatalf("lookup of a request that never arrived: %v %s", m, resultText(res))
@@ -161,8 +162,8 @@ func TestFaultLookupToolRecoversFromStatusEndpoint(t *testing.T) {
 // the late first send are one effect.
 func TestFaultLookupLateRequestActsOnce(t *testing.T) {
 	h := newHarness(t, "")
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
-	h.proxy.Next(gatewaytest.LateRequest)
+	cs := h.connect(loopback.ProtocolStateless, false)
+	h.proxy.Next(loopback.LateRequest)
 	res := mustCall(t, cs, "open_ticket", map[string]any{"title": "late"}, nil)
 	if m := execMeta(t, res); m["state"] != "succeeded" || res.IsError {
 		t.Fatalf("after a 404 lookup: %v %s", m, resultText(res))
@@ -181,7 +182,7 @@ func TestFaultLookupLateRequestActsOnce(t *testing.T) {
 
 func TestFaultDuringResultDeliveryOfBlockedTool(t *testing.T) {
 	h := newHarness(t, "")
-	agent := &gatewaytest.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: gatewaytest.ProtocolStateless, Attempts: 3}
+	agent := &loopback.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: loopback.ProtocolStateless, Attempts: 3}
 	defer agent.Close()
 	h.agentProxy.Plan = dropFirstCall()
 	res, err := agent.Call(ctx, callParams("charge_card", map[string]any{"amount_cents": 100, "card_token": secretValue}))
@@ -201,16 +202,16 @@ func TestFaultDuringResultDeliveryOfBlockedTool(t *testing.T) {
 // record's back (net/http does that for requests with Idempotency-Key).
 func TestNoHiddenResendOnReusedConnection(t *testing.T) {
 	h := newHarness(t, "")
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	// Warm a pooled connection to the target proxy.
 	mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue}, nil)
-	h.proxy.Next(gatewaytest.DropResponse)
+	h.proxy.Next(loopback.DropResponse)
 	res := mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 2, "card_token": secretValue}, nil)
 	if m := execMeta(t, res); m["state"] != "pending_verification" {
 		t.Fatalf("a dropped answer on a reused connection: %v %s", m, resultText(res))
 	}
-	if h.proxy.Count(gatewaytest.Pass)+h.proxy.Count(gatewaytest.DropResponse) != 2 {
+	if h.proxy.Count(loopback.Pass)+h.proxy.Count(loopback.DropResponse) != 2 {
 		t.Fatalf("the target proxy saw %d+%d requests: a hidden resend happened",
-			h.proxy.Count(gatewaytest.Pass), h.proxy.Count(gatewaytest.DropResponse))
+			h.proxy.Count(loopback.Pass), h.proxy.Count(loopback.DropResponse))
 	}
 }

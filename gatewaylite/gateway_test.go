@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
 var ctx = context.Background()
 
-var eras = []string{gatewaytest.ProtocolLegacy, gatewaytest.ProtocolStateless}
+var eras = []string{loopback.ProtocolLegacy, loopback.ProtocolStateless}
 
 func TestBothProtocolEras(t *testing.T) {
 	for _, era := range eras {
@@ -59,7 +59,7 @@ func TestBothProtocolEras(t *testing.T) {
 				t.Fatalf("call record: %+v", calls)
 			}
 			wantRun := activity.RunBySession
-			if era == gatewaytest.ProtocolStateless {
+			if era == loopback.ProtocolStateless {
 				wantRun = activity.RunByToken
 				if calls[0].SessionID.OK {
 					t.Fatalf("stateless call has a session id: %+v", calls[0])
@@ -79,7 +79,7 @@ func TestUnauthenticatedCallsAreRefusedAndRecorded(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", gatewaytest.ProtocolStateless)
+		req.Header.Set("MCP-Protocol-Version", loopback.ProtocolStateless)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -109,11 +109,11 @@ func TestRetryAfterLostResponseAttaches(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			h := newHarness(t, "")
-			agent := &gatewaytest.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: era, Attempts: 3}
+			agent := &loopback.NaiveAgent{Endpoint: h.endpoint(true), Token: agentToken, Protocol: era, Attempts: 3}
 			defer agent.Close()
 			// Connect (initialize/discover) passes; the first tools/call's
 			// answer is dropped on its way back to the agent.
-			if _, err := gatewaytest.Connect(ctx, h.endpoint(true), agentToken, era); err != nil {
+			if _, err := loopback.Connect(ctx, h.endpoint(true), agentToken, era); err != nil {
 				t.Fatal(err)
 			}
 			h.agentProxy.Plan = dropFirstCall()
@@ -145,12 +145,12 @@ func TestRetryAfterLostResponseAttaches(t *testing.T) {
 }
 
 // dropFirstCall drops the response to the first tools/call POST only.
-func dropFirstCall() func(*http.Request, []byte) gatewaytest.Fault {
+func dropFirstCall() func(*http.Request, []byte) loopback.Fault {
 	var once sync.Once
-	return func(_ *http.Request, body []byte) gatewaytest.Fault {
-		f := gatewaytest.Pass
-		if gatewaytest.IsToolsCall(body) {
-			once.Do(func() { f = gatewaytest.DropResponse })
+	return func(_ *http.Request, body []byte) loopback.Fault {
+		f := loopback.Pass
+		if loopback.IsToolsCall(body) {
+			once.Do(func() { f = loopback.DropResponse })
 		}
 		return f
 	}
@@ -166,7 +166,7 @@ func TestConcurrentIdenticalCallsDispatchOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cs, err := gatewaytest.Connect(ctx, h.endpoint(false), agentToken, gatewaytest.ProtocolStateless)
+			cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolStateless)
 			if err != nil {
 				t.Error(err)
 				return
@@ -202,7 +202,7 @@ func TestConcurrentIdenticalCallsDispatchOnce(t *testing.T) {
 
 func TestDifferentArgumentsAreDifferentIntents(t *testing.T) {
 	h := newHarness(t, "")
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "1"}, nil)
 	mustCall(t, cs, "deploy_release", map[string]any{"service": "a", "version": "2"}, nil)
 	// Same effect, spelled differently: default made explicit, key order.
@@ -222,7 +222,7 @@ func TestDifferentArgumentsAreDifferentIntents(t *testing.T) {
 
 func TestReadOnlyRepeatsAreNotDeduplicated(t *testing.T) {
 	h := newHarness(t, "")
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	for range 3 {
 		res := mustCall(t, cs, "get_status", map[string]any{"service": "billing"}, nil)
 		if res.IsError || execMeta(t, res)["replayed"] != false {
@@ -239,7 +239,7 @@ func TestVaultLockRefusesAndRetryGetsSameRefusal(t *testing.T) {
 	if _, err := h.store.Write(ctx, func(w *activity.Writer) error { return w.SetVault(true, "alice", "incident 4711") }); err != nil {
 		t.Fatal(err)
 	}
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	args := map[string]any{"service": "billing", "version": "5"}
 	res := mustCall(t, cs, "deploy_release", args, nil)
 	if !res.IsError || !strings.Contains(resultText(res), "vault locked") {
@@ -278,19 +278,19 @@ func (h *harness) run(id activity.RunID) activity.Run {
 func TestLegacyStreamResumesInsteadOfResending(t *testing.T) {
 	h := newHarness(t, "")
 	h.target.SetDelay(300e6) // the result comes after the cut
-	cs := h.connect(gatewaytest.ProtocolLegacy, true)
-	h.agentProxy.Plan = func(_ *http.Request, body []byte) gatewaytest.Fault {
-		if gatewaytest.IsToolsCall(body) {
-			return gatewaytest.CutStream
+	cs := h.connect(loopback.ProtocolLegacy, true)
+	h.agentProxy.Plan = func(_ *http.Request, body []byte) loopback.Fault {
+		if loopback.IsToolsCall(body) {
+			return loopback.CutStream
 		}
-		return gatewaytest.Pass
+		return loopback.Pass
 	}
 	res := mustCall(t, cs, "deploy_release", map[string]any{"service": "resume", "version": "1"}, nil)
 	if m := execMeta(t, res); res.IsError || m["state"] != "succeeded" || m["replayed"] != false {
 		t.Fatalf("resumed call: %v %s", m, resultText(res))
 	}
-	if h.agentProxy.Count(gatewaytest.CutStream) != 1 {
-		t.Fatalf("the stream was cut %d times", h.agentProxy.Count(gatewaytest.CutStream))
+	if h.agentProxy.Count(loopback.CutStream) != 1 {
+		t.Fatalf("the stream was cut %d times", h.agentProxy.Count(loopback.CutStream))
 	}
 	es := h.executions("deploy_release")
 	if len(es) != 1 || len(h.calls(es[0].ID)) != 1 || h.target.Total() != 1 {
@@ -325,7 +325,7 @@ url = "{{proxy}}/v1/short"
 contract = "repeatable_with_key"
 attach_window = "200ms"
 `)
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	args := map[string]any{"x": 1}
 	mustCall(t, cs, "short_window", args, nil)
 	first := h.executions("short_window")[0]

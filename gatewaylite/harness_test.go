@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
 // Canary secrets: they travel in requests and must never be recorded.
@@ -32,9 +32,9 @@ const (
 // between the agent and the gateway.
 type harness struct {
 	t          *testing.T
-	target     *gatewaytest.Target
-	proxy      *gatewaytest.FaultProxy // gateway → target
-	agentProxy *gatewaytest.FaultProxy // agent → gateway
+	target     *loopback.Target
+	proxy      *loopback.FaultProxy // gateway → target
+	agentProxy *loopback.FaultProxy // agent → gateway
 	store      *activity.Store
 	gw         *gatewaylite.Gateway
 	srv        *httptest.Server
@@ -133,9 +133,9 @@ func newHarness(t *testing.T, extra string) *harness {
 	t.Helper()
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	h := &harness{t: t, target: gatewaytest.NewTarget(), logs: &syncBuffer{}, dir: t.TempDir()}
+	h := &harness{t: t, target: loopback.NewTarget(), logs: &syncBuffer{}, dir: t.TempDir()}
 	t.Cleanup(h.target.Close)
-	h.proxy = gatewaytest.NewFaultProxy(h.target.URL)
+	h.proxy = loopback.NewFaultProxy(h.target.URL)
 	t.Cleanup(h.proxy.Close)
 	cfg, err := gatewaylite.ParseConfig([]byte(testConfig(h.target.URL, h.proxy.URL, extra)))
 	if err != nil {
@@ -156,7 +156,7 @@ func newHarness(t *testing.T, extra string) *harness {
 	mux.Handle("/mcp", h.gw.Handler())
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
-	h.agentProxy = gatewaytest.NewFaultProxy(h.srv.URL)
+	h.agentProxy = loopback.NewFaultProxy(h.srv.URL)
 	t.Cleanup(h.agentProxy.Close)
 	return h
 }
@@ -173,7 +173,7 @@ func (h *harness) connect(protocol string, viaProxy bool) *mcp.ClientSession {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := gatewaytest.Connect(ctx, h.endpoint(viaProxy), agentToken, protocol)
+	cs, err := loopback.Connect(ctx, h.endpoint(viaProxy), agentToken, protocol)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
 // TestCanarySecretsNeverRecorded sends canary secrets the way real ones
@@ -24,7 +24,7 @@ func TestCanarySecretsNeverRecorded(t *testing.T) {
 		cs := h.connect(era, false)
 		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue}, nil)
 		mustCall(t, cs, "deploy_release", map[string]any{"service": "s", "version": era}, nil)
-		h.proxy.Next(gatewaytest.DropResponse)
+		h.proxy.Next(loopback.DropResponse)
 		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 2, "card_token": secretValue}, nil)
 		// A secret argument must not be searchable by value either: two
 		// calls differing only in the secret are different intents.

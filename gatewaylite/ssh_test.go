@@ -16,6 +16,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
@@ -250,7 +251,7 @@ func TestSSHGatewayKilledMidCommand(t *testing.T) {
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
 	sshd := gatewaytest.StartSSHD(t)
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	extra, effect := sshTools(t, sshd, sshd.Port, sshd.HostKeyLine)
 	config := testConfig(target.URL, target.URL, extra)
@@ -260,7 +261,7 @@ func TestSSHGatewayKilledMidCommand(t *testing.T) {
 	endpoint := "http://" + addr + "/mcp"
 
 	gw := startGatewayProcess(t, config, db, keys, addr)
-	cs, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolStateless)
+	cs, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestSSHGatewayKilledMidCommand(t *testing.T) {
 	if e.ExitCode != activity.Some(0) {
 		t.Fatalf("recovered: %+v", e)
 	}
-	cs2, err := gatewaytest.Connect(ctx, endpoint, agentToken, gatewaytest.ProtocolLegacy)
+	cs2, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolLegacy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
 // TestUpstreamMCPServerProcess re-exports the tools of a real MCP server
@@ -31,7 +31,7 @@ command = ["`+bin+`"]
 contract = "repeatable_with_key"
 fingerprint = ["text"]
 `)
-	cs := h.connect(gatewaytest.ProtocolStateless, false)
+	cs := h.connect(loopback.ProtocolStateless, false)
 	res := mustCall(t, cs, "append_note", map[string]any{"text": "hello"}, nil)
 	if res.IsError || execMeta(t, res)["state"] != "succeeded" {
 		t.Fatalf("append_note: %v %s", execMeta(t, res), resultText(res))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
-	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/importers"
 	"github.com/mcpdup/mcpdup/tui"
 )
@@ -132,7 +132,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	fmt.Fprintf(g.stderr, "mcpdup demo: running a scripted incident into %s\n", db)
-	err = fixtures.BuildIncident(ctx, s, keyDir, func(step string) { fmt.Fprintf(g.stderr, "  %s\n", step) })
+	err = demo.Run(ctx, s, keyDir, func(step string) { fmt.Fprintf(g.stderr, "  %s\n", step) })
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
 // TestConsoleInTmux drives the real binary the way an operator does, in
@@ -237,14 +237,14 @@ func TestDemoWithoutTerminal(t *testing.T) {
 // gateway appear in the console without a restart.
 func TestConsoleLiveWithGateway(t *testing.T) {
 	bin := buildBinary(t)
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	dir := t.TempDir()
 	endpoint, _, _ := startGateway(t, bin, dir, target.URL)
 	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := gatewaytest.Connect(ctx, endpoint, gatewayToken, gatewaytest.ProtocolStateless)
+	cs, err := loopback.Connect(ctx, endpoint, gatewayToken, loopback.ProtocolStateless)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
 var (
@@ -105,13 +105,13 @@ contract = "repeatable_with_key"
 // verifies afterwards.
 func TestGatewayBinary(t *testing.T) {
 	bin := buildBinary(t)
-	target := gatewaytest.NewTarget()
+	target := loopback.NewTarget()
 	defer target.Close()
 	dir := t.TempDir()
 	endpoint, env, cmd := startGateway(t, bin, dir, target.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := gatewaytest.Connect(ctx, endpoint, gatewayToken, gatewaytest.ProtocolStateless)
+	cs, err := loopback.Connect(ctx, endpoint, gatewayToken, loopback.ProtocolStateless)
 	if err != nil {
 		t.Fatal(err)
 	}

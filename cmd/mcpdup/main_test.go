@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/fixtures"
 )
 
@@ -199,7 +200,7 @@ func TestAnalyzeCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fixtures.BuildIncident(context.Background(), s, keys); err != nil {
+	if err := demo.Run(context.Background(), s, keys); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -211,7 +212,7 @@ func TestAnalyzeCommand(t *testing.T) {
 		Total  int            `json:"total"`
 		Counts map[string]int `json:"counts"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Total != len(fixtures.Scenarios) || res.Counts["duplicate"] != 1 {
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Total != len(demo.Scenarios) || res.Counts["duplicate"] != 1 {
 		t.Fatalf("analyze -o json: exit %d, %+v\n%s", code, res, errs)
 	}
 	code, out, _ = mcpdup(t, "analyze", "-q")

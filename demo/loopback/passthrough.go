@@ -1,4 +1,4 @@
-package gatewaytest
+package loopback
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,7 +17,7 @@ import (
 // no execution identity, no Idempotency-Key and no record. Whatever the
 // agent's retry layer resends, it sends.
 type PassThrough struct {
-	*httptest.Server
+	*Server
 }
 
 // PassEvent is what a pass-through proxy could log about one call: the
@@ -71,5 +70,5 @@ func NewPassThrough(tools map[string]string, record ...func(PassEvent)) *PassThr
 			})
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
-	return &PassThrough{Server: httptest.NewServer(h)}
+	return &PassThrough{Server: Serve(h)}
 }

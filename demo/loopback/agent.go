@@ -1,4 +1,4 @@
-package gatewaytest
+package loopback
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Connect opens an MCP session to endpoint speaking protocol, presenting
 // token. The SDK's own stream resumption is left on (legacy era).
 func Connect(ctx context.Context, endpoint, token, protocol string) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "gatewaytest-agent", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpdup-demo-agent", Version: "1"}, nil)
 	tr := &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
 		HTTPClient:           &http.Client{Transport: bearer{token, http.DefaultTransport.(*http.Transport).Clone()}},
