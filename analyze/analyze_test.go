@@ -295,27 +295,3 @@ func TestWhatIfThroughGatewayDecide(t *testing.T) {
 		}
 	}
 }
-
-func TestSuspectTimeline(t *testing.T) {
-	sus := suspectsByTool(t, incident(t))["deploy_release"]
-	tl := analyze.SuspectTimeline(sus)
-	var labels []string
-	for _, f := range tl.Frames {
-		labels = append(labels, fmt.Sprintf("%s>%s:%s", f.From, f.To, f.Label))
-	}
-	got := strings.Join(labels, " | ")
-	for _, want := range []string{"agent>gateway:tools/call → new", "gateway>target:dispatch", "target>gateway:201 (succeeded)", "agent>gateway:tools/call (retry, attached"} {
-		if !strings.Contains(got, want) {
-			t.Fatalf("timeline lacks %q:\n%s", want, got)
-		}
-	}
-	last := tl.Frames[len(tl.Frames)-1]
-	if last.States[sus.Executions[0].ID] != activity.StateDelivered {
-		t.Fatalf("state after the last frame: %v", last.States)
-	}
-	// States evolve frame by frame.
-	first := tl.Frames[0]
-	if len(first.States) != 0 {
-		t.Fatalf("before any transition no execution has a state: %v", first.States)
-	}
-}

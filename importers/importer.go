@@ -58,6 +58,16 @@ type FileReport struct {
 	DurationMS      int64             `json:"duration_ms"`
 }
 
+// Summary says in one line what the import added, for a status bar or a
+// log line: "imported activity.jsonl (sallyport): 10 calls, 10
+// executions, 0 skipped", or that the file was imported before.
+func (r FileReport) Summary() string {
+	if r.AlreadyImported {
+		return fmt.Sprintf("%s was imported before (%s): nothing added", filepath.Base(r.File), r.Source)
+	}
+	return fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped)
+}
+
 // errDryRun rolls a dry run's transaction back.
 var errDryRun = errors.New("dry run")
 

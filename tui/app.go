@@ -1,13 +1,28 @@
 // Package tui is the mcpdup console: a root model that routes to child
 // views (suspects, a suspect's detail, the pending queue, the executions
-// and sessions browsers), each with its own keys, help and size. No I/O
-// happens in Update: every read and write of the store is a command (see
-// msgs.go). New is the one construction path for the program and tests.
+// and sessions browsers, and the prompts that ask for a file or a time
+// range). Every view is a Component (component.go): a tea.Model with its
+// own keys (help.KeyMap), a size, and its own part of the status bar. The
+// tabs are a slice; a view opened over a tab (a suspect, a replay) is
+// pushed on a stack and esc pops it; an open prompt goes above both. One
+// path routes every key: to the focused view, the first of an open prompt,
+// the top of the stack, the active tab.
+//
+// How a child talks to the app. A child that hands back a decision the
+// app must act on before the next key (open this suspect, go back, the
+// prompt's answer) keeps it for a one-shot Take* method, which the app
+// calls right after every key: so enter followed at once by another key
+// reaches the view enter opened. A child that asks for I/O (resolve,
+// decide an approval) returns a command whose message (ResolveMsg,
+// DecideMsg) the app turns into a store command; its reply comes back as a
+// message. No I/O happens in Update: every read and write of the store,
+// and every import, is a command (see msgs.go). New is the one
+// construction path for the program and tests.
 package tui
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +34,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui/browse"
 	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/detail"
@@ -27,6 +43,12 @@ import (
 	"github.com/mcpdup/mcpdup/tui/suspects"
 	"github.com/mcpdup/mcpdup/tui/timerange"
 )
+
+// Import imports one log file into the store the console shows, as mcpdup
+// import does: the command line hands it to New, so the console depends
+// on the model only. It returns a line for the status bar and whether
+// anything was added (the views reload only then).
+type Import func(ctx context.Context, path string) (summary string, added bool, err error)
 
 // Options configure the console.
 type Options struct {
@@ -38,6 +60,15 @@ type Options struct {
 	Analysis analyze.Options
 	// Title names the source in the status bar (default: the db path).
 	Title string
+	// Import, if set, is what i runs on the file the operator names.
+	Import Import
+}
+
+// tab is one view of the tab line.
+type tab struct {
+	name  string
+	view  Component
+	badge func() int // a count shown after the name when > 0 (nil: none)
 }
 
 // The views, in tab order.
@@ -48,26 +79,29 @@ const (
 	tabSessions
 )
 
-var tabNames = []string{"1 suspects", "2 pending", "3 executions", "4 sessions"}
-
 // Minimum size the layout supports; smaller gets a "too small" screen.
 const minWidth, minHeight = 50, 12
 
 // Model is the console.
 type Model struct {
-	store    *activity.Store
-	opts     Options
-	width    int
-	height   int
-	tab      int
-	inDetail bool
-	suspects suspects.Model
-	detail   detail.Model
-	pending  pending.Model
-	execs    browse.Model
-	runs     browse.Model
-	rangeAsk timerange.Model
-	fileAsk  importfile.Model
+	store  *activity.Store
+	opts   Options
+	width  int
+	height int
+
+	tabs  []tab       // tab order
+	tab   int         // the active tab
+	stack []Component // views opened over the active tab; esc pops
+	asks  []Component // the prompts, above everything while open
+
+	// The views by name, for what the app hands them and takes from them.
+	suspects *suspects.Model
+	detail   *detail.Model
+	pending  *pending.Model
+	execs    *browse.Model
+	runs     *browse.Model
+	rangeAsk *timerange.Model
+	fileAsk  *importfile.Model
 	execList []activity.Execution // the executions browser's rows
 	help     help.Model
 	showHelp bool
@@ -89,13 +123,23 @@ func New(s *activity.Store, opts Options) *Model {
 	if opts.Title == "" {
 		opts.Title = s.Path()
 	}
-	return &Model{
+	sus, det, pend := suspects.New(styles), detail.New(styles), pending.New(styles)
+	execs := browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange)
+	runs := browse.New("agent runs (the Sessions log)", styles)
+	rangeAsk, fileAsk := timerange.New(styles), importfile.New(styles)
+	m := &Model{
 		store: s, opts: opts,
-		suspects: suspects.New(styles), detail: detail.New(styles), pending: pending.New(styles),
-		execs: browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange), runs: browse.New("agent runs (the Sessions log)", styles),
-		rangeAsk: timerange.New(styles), fileAsk: importfile.New(styles),
+		suspects: &sus, detail: &det, pending: &pend, execs: &execs, runs: &runs, rangeAsk: &rangeAsk, fileAsk: &fileAsk,
 		help: help.New(), auditTxt: "audit: checking…", loading: true,
 	}
+	m.tabs = []tab{
+		{name: "1 suspects", view: m.suspects},
+		{name: "2 pending", view: m.pending, badge: func() int { return m.pending.Len() }},
+		{name: "3 executions", view: m.execs},
+		{name: "4 sessions", view: m.runs},
+	}
+	m.asks = []Component{m.fileAsk, m.rangeAsk}
+	return m
 }
 
 // Init starts every load; live mode polls for new records.
@@ -125,7 +169,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.layout()
 		return m, nil
 	case tea.KeyMsg:
-		return m.key(msg)
+		return m, m.key(msg)
 	case suspectsMsg:
 		if msg.gen != m.gen {
 			return m, nil
@@ -157,12 +201,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("import: "+msg.err.Error(), true)
 			return m, nil
 		}
-		r := msg.report
-		if r.AlreadyImported {
-			m.setStatus(fmt.Sprintf("%s was imported before (%s): nothing added", filepath.Base(r.File), r.Source), false)
+		m.setStatus(msg.summary, false)
+		if !msg.added {
 			return m, nil
 		}
-		m.setStatus(fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped), false)
 		return m, m.reload()
 	case rangeMsg:
 		if msg.err != nil {
@@ -171,7 +213,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.setStatus("", false)
 		m.detail.SetRange(msg.tl)
-		m.inDetail = true
+		m.open(m.detail)
 	case auditMsg:
 		m.auditTxt = auditText(msg.report, msg.err)
 	case resolvedMsg:
@@ -203,100 +245,118 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-func (m *Model) typing() bool {
-	switch {
-	case m.rangeAsk.IsOpen(), m.fileAsk.IsOpen():
-		return true
-	case m.inDetail:
-		return false
-	case m.tab == tabSuspects:
-		return m.suspects.Typing()
-	case m.tab == tabPending:
-		return m.pending.Typing()
+// onScreen is the view the body shows: the top of the stack, else the
+// active tab.
+func (m *Model) onScreen() Component {
+	if n := len(m.stack); n > 0 {
+		return m.stack[n-1]
 	}
-	return false
+	return m.tabs[m.tab].view
 }
 
-func (m *Model) key(km tea.KeyMsg) (tea.Model, tea.Cmd) {
+// focused is the view keys go to: an open prompt, else the one on screen.
+func (m *Model) focused() Component {
+	for _, a := range m.asks {
+		if a.Captures() {
+			return a
+		}
+	}
+	return m.onScreen()
+}
+
+// open shows v over the active tab until esc.
+func (m *Model) open(v Component) {
+	if m.onScreen() != v {
+		m.stack = append(m.stack, v)
+	}
+}
+
+// inDetail reports whether a view is open over the active tab.
+func (m *Model) inDetail() bool { return len(m.stack) > 0 }
+
+func (m *Model) typing() bool { return m.focused().Captures() }
+
+func (m *Model) key(km tea.KeyMsg) tea.Cmd {
 	if key.Matches(km, keys.ForceQuit) {
-		return m, tea.Quit
+		return tea.Quit
 	}
 	// Keys typed faster than the terminal is read arrive as one message
 	// of several runes; outside a text field each is its own command.
 	if km.Type == tea.KeyRunes && len(km.Runes) > 1 && !km.Paste && !m.typing() {
 		var cmds []tea.Cmd
 		for _, r := range km.Runes {
-			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: km.Alt})
-			cmds = append(cmds, cmd)
+			cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: km.Alt}))
 			if m.typing() {
 				break // a rune opened a text field: the rest is typing
 			}
 		}
-		return m, tea.Batch(cmds...)
+		return tea.Batch(cmds...)
 	}
 	m.status, m.bad = "", false
-	if !m.typing() && !(m.tab == tabPending && m.pending.Busy() && !m.inDetail) {
-		switch {
-		case key.Matches(km, keys.Quit):
-			return m, tea.Quit
-		case key.Matches(km, keys.Help):
-			m.showHelp = !m.showHelp
-			m.layout()
-			return m, nil
-		case key.Matches(km, keys.NextTab):
-			return m, m.switchTab((m.tab + 1) % len(tabNames))
-		case key.Matches(km, keys.PrevTab):
-			return m, m.switchTab((m.tab + len(tabNames) - 1) % len(tabNames))
-		case key.Matches(km, keys.Tab1):
-			return m, m.switchTab(tabSuspects)
-		case key.Matches(km, keys.Tab2):
-			return m, m.switchTab(tabPending)
-		case key.Matches(km, keys.Tab3):
-			return m, m.switchTab(tabExecutions)
-		case key.Matches(km, keys.Tab4):
-			return m, m.switchTab(tabSessions)
-		case key.Matches(km, keys.Import) && !m.inDetail:
-			return m, m.fileAsk.Open()
-		case key.Matches(km, keys.Refresh) && !(m.inDetail && m.detail.Replaying()):
-			m.setStatus("refreshing", false)
-			return m, m.reload()
+	if !m.typing() {
+		if cmd, ok := m.globalKey(km); ok {
+			return cmd
 		}
 	}
-	var cmd tea.Cmd
+	_, cmd := m.focused().Update(km)
+	return tea.Batch(cmd, m.take())
+}
+
+// globalKey handles the keys that work everywhere but in a text field.
+func (m *Model) globalKey(km tea.KeyMsg) (tea.Cmd, bool) {
 	switch {
-	case m.fileAsk.IsOpen():
-		m.fileAsk, cmd = m.fileAsk.Update(km)
-		if path, ok := m.fileAsk.Take(); ok {
-			m.setStatus("importing "+path+"…", false)
-			return m, importFile(m.store, path)
-		}
-	case m.rangeAsk.IsOpen():
-		m.rangeAsk, cmd = m.rangeAsk.Update(km)
-		if from, to, ok := m.rangeAsk.Take(); ok {
-			m.setStatus("reading the range…", false)
-			return m, loadRange(m.store, from, to)
-		}
-	case m.inDetail:
-		m.detail, cmd = m.detail.Update(km)
-		if m.detail.TakeBack() {
-			m.inDetail = false
-		}
-	case m.tab == tabSuspects:
-		m.suspects, cmd = m.suspects.Update(km)
-		if s := m.suspects.TakeOpened(); s != nil {
-			m.detail.SetSuspect(s)
-			m.inDetail = true
-		}
-	case m.tab == tabPending:
-		m.pending, cmd = m.pending.Update(km)
-	case m.tab == tabExecutions && key.Matches(km, keys.ReplayRange):
-		cmd = m.askRange()
-	case m.tab == tabExecutions:
-		m.execs, cmd = m.execs.Update(km)
-	case m.tab == tabSessions:
-		m.runs, cmd = m.runs.Update(km)
+	case key.Matches(km, keys.Quit):
+		return tea.Quit, true
+	case key.Matches(km, keys.Help):
+		m.showHelp = !m.showHelp
+		m.layout()
+		return nil, true
+	case key.Matches(km, keys.NextTab):
+		return m.switchTab((m.tab + 1) % len(m.tabs)), true
+	case key.Matches(km, keys.PrevTab):
+		return m.switchTab((m.tab + len(m.tabs) - 1) % len(m.tabs)), true
+	case key.Matches(km, keys.Tab1):
+		return m.switchTab(tabSuspects), true
+	case key.Matches(km, keys.Tab2):
+		return m.switchTab(tabPending), true
+	case key.Matches(km, keys.Tab3):
+		return m.switchTab(tabExecutions), true
+	case key.Matches(km, keys.Tab4):
+		return m.switchTab(tabSessions), true
+	case key.Matches(km, keys.Import) && !m.inDetail():
+		return m.fileAsk.Open(), true
+	case key.Matches(km, keys.Refresh) && !(m.inDetail() && m.detail.Replaying()):
+		m.setStatus("refreshing", false)
+		return m.reload(), true
+	case key.Matches(km, keys.ReplayRange) && m.onScreen() == m.execs:
+		return m.askRange(), true
 	}
-	return m, cmd
+	return nil, false
+}
+
+// take collects what the views handed back during the last key (see the
+// package doc): an answered prompt, an opened suspect, a view left.
+func (m *Model) take() tea.Cmd {
+	if path, ok := m.fileAsk.Take(); ok {
+		if m.opts.Import == nil {
+			m.setStatus("import is not available in this console", true)
+			return nil
+		}
+		m.setStatus("importing "+path+"…", false)
+		return importFile(m.opts.Import, path)
+	}
+	if from, to, ok := m.rangeAsk.Take(); ok {
+		m.setStatus("reading the range…", false)
+		return loadRange(m.store, from, to)
+	}
+	if s := m.suspects.TakeOpened(); s != nil {
+		m.detail.SetSuspect(s)
+		m.open(m.detail)
+	}
+	if m.detail.TakeBack() && m.inDetail() {
+		m.stack = m.stack[:len(m.stack)-1]
+	}
+	return nil
 }
 
 // askRange opens the time-range prompt, filled with a range around the
@@ -310,11 +370,20 @@ func (m *Model) askRange() tea.Cmd {
 }
 
 func (m *Model) switchTab(t int) tea.Cmd {
-	m.tab, m.inDetail = t, false
+	m.tab, m.stack = t, m.stack[:0]
 	return nil
 }
 
 func (m *Model) setStatus(s string, bad bool) { m.status, m.bad = s, bad }
+
+// views is every view, for what applies to all of them.
+func (m *Model) views() []Component {
+	vs := append([]Component{m.detail}, m.asks...)
+	for _, t := range m.tabs {
+		vs = append(vs, t.view)
+	}
+	return vs
+}
 
 // layout gives each view the space left by the tab line, the status bar
 // and, when shown, the full help.
@@ -326,13 +395,9 @@ func (m *Model) layout() {
 	}
 	bodyH = max(bodyH, 1)
 	w := m.width - 1 // see safeLines
-	m.suspects.SetSize(w, bodyH)
-	m.detail.SetSize(w, bodyH)
-	m.pending.SetSize(w, bodyH)
-	m.execs.SetSize(w, bodyH)
-	m.runs.SetSize(w, bodyH)
-	m.rangeAsk.SetWidth(w)
-	m.fileAsk.SetWidth(w)
+	for _, v := range m.views() {
+		v.SetSize(w, bodyH)
+	}
 }
 
 func (m *Model) helpHeight() int {
@@ -342,24 +407,7 @@ func (m *Model) helpHeight() int {
 }
 
 func (m *Model) helpKeys() helpKeys {
-	var v viewKeys
-	switch {
-	case m.fileAsk.IsOpen():
-		v = m.fileAsk
-	case m.rangeAsk.IsOpen():
-		v = m.rangeAsk
-	case m.inDetail:
-		v = m.detail
-	case m.tab == tabSuspects:
-		v = m.suspects
-	case m.tab == tabPending:
-		v = m.pending
-	case m.tab == tabExecutions:
-		v = m.execs
-	default:
-		v = m.runs
-	}
-	return helpKeys{view: v, typing: m.typing(), detail: m.inDetail}
+	return helpKeys{view: m.focused(), typing: m.typing(), detail: m.inDetail()}
 }
 
 // View draws the tab line, the active view, the help and the status bar.
@@ -369,24 +417,16 @@ func (m *Model) View() string {
 	}
 	var b strings.Builder
 	b.WriteString(m.tabLine() + "\n")
-	var body string
-	switch {
-	case m.inDetail:
-		body = m.detail.View()
-	case m.tab == tabSuspects:
-		body = m.suspects.View()
-	case m.tab == tabPending:
-		body = m.pending.View()
-	case m.tab == tabExecutions:
-		body = m.execs.View()
-	default:
-		body = m.runs.View()
-	}
+	body := m.onScreen().View()
 	bodyH := m.height - 2
 	if m.showHelp {
 		bodyH -= m.helpHeight()
 	}
-	if ask := m.rangeAsk.View() + m.fileAsk.View(); ask != "" {
+	var ask string
+	for _, a := range m.asks {
+		ask += a.View()
+	}
+	if ask != "" {
 		n := strings.Count(ask, "\n") + 1
 		body = fit(body, max(bodyH-n, 1)) + "\n" + ask
 	}
@@ -415,9 +455,10 @@ func safeLines(s string, width int) string {
 
 func (m *Model) tabLine() string {
 	var parts []string
-	for i, name := range tabNames {
-		if i == tabPending && m.pending.Len() > 0 {
-			name = fmt.Sprintf("%s (%d)", name, m.pending.Len())
+	for i, t := range m.tabs {
+		name := t.name
+		if t.badge != nil && t.badge() > 0 {
+			name = fmt.Sprintf("%s (%d)", name, t.badge())
 		}
 		if i == m.tab {
 			parts = append(parts, activeTabStyle.Render("["+name+"]"))
@@ -426,22 +467,23 @@ func (m *Model) tabLine() string {
 		}
 	}
 	line := strings.Join(parts, " ")
-	if m.inDetail {
+	if m.inDetail() {
 		line += styles.Muted.Render("  › suspect")
 	}
 	return line
 }
 
+// statusBar joins the tabs' own status texts, the audit indicator and the
+// load state on the left, the message of the moment and "? help" on the
+// right.
 func (m *Model) statusBar() string {
-	shown, total, counts := m.suspects.Counts()
-	left := fmt.Sprintf(" %d suspects", total)
-	if shown != total {
-		left = fmt.Sprintf(" %d/%d suspects", shown, total)
+	var parts []string
+	for _, t := range m.tabs {
+		if s := t.view.Status(); s != "" {
+			parts = append(parts, s)
+		}
 	}
-	if c := counts[analyze.VerdictDuplicate] + counts[analyze.VerdictDuplicateRisk]; c > 0 {
-		left += fmt.Sprintf(" (✗ %d duplicate, ? %d risk)", counts[analyze.VerdictDuplicate], counts[analyze.VerdictDuplicateRisk])
-	}
-	left += fmt.Sprintf(" · %d pending · %s", m.pending.Len(), m.auditTxt)
+	left := " " + strings.Join(append(parts, m.auditTxt), " · ")
 	if m.loading {
 		left += fmt.Sprintf(" · analysing (%d calls read)", m.read)
 	} else if m.opts.Poll > 0 {
@@ -473,7 +515,7 @@ func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 	for _, e := range execs {
 		// The list shows short ids; the line under it shows the whole id
 		// of the selected row, to copy into mcpdup resolve.
-		rows = append(rows, fmt.Sprintf("%s %-22s %-11s %-20s %-16s %s", stateGlyph(e.State), e.State, analyze.ShortID(string(e.ID)), cells.Clip(e.Tool, 20), cells.Clip(e.Actor, 16), timeText(e.Times.Accepted)))
+		rows = append(rows, fmt.Sprintf("%s %-22s %-11s %-20s %-16s %s", stateGlyph(e.State), e.State, report.ShortID(string(e.ID)), cells.Clip(e.Tool, 20), cells.Clip(e.Actor, 16), timeText(e.Times.Accepted)))
 		detail := fmt.Sprintf("%s · %s %s · contract %s", e.ID, e.Method, e.Target, e.Contract)
 		if e.Error != "" {
 			detail += " · " + e.Error
@@ -487,7 +529,7 @@ func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 		if r.EndedAt.OK {
 			ended = "ended " + r.EndedAt.V.UTC().Format("15:04:05")
 		}
-		rows = append(rows, fmt.Sprintf("%-11s %-16s %-14s %-24s %s  %s", analyze.ShortID(string(r.ID)), cells.Clip(r.Actor, 16), r.IdentifiedBy, cells.Clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
+		rows = append(rows, fmt.Sprintf("%-11s %-16s %-14s %-24s %s  %s", report.ShortID(string(r.ID)), cells.Clip(r.Actor, 16), r.IdentifiedBy, cells.Clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
 		details = append(details, fmt.Sprintf("%s · identified by %s: %s", r.ID, r.IdentifiedBy, r.Evidence))
 	}
 	m.runs.SetRows(fmt.Sprintf("%-11s %-16s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)

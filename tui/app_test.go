@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/importers"
 )
 
 var ctx = context.Background()
@@ -53,10 +54,19 @@ func testStore(t testing.TB) (*activity.Store, map[string]activity.ExecutionID) 
 func newTestModel(t testing.TB, w, h int) (*Model, *activity.Store, map[string]activity.ExecutionID) {
 	t.Helper()
 	s, ids := testStore(t)
-	m := New(s, Options{Operator: "alice", Poll: -1})
+	m := New(s, Options{Operator: "alice", Poll: -1, Import: importInto(s)})
 	run(m, m.Init())
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	return m, s, ids
+}
+
+// importInto is the Import the command line hands the console: the same
+// code as mcpdup import.
+func importInto(s *activity.Store) Import {
+	return func(ctx context.Context, path string) (string, bool, error) {
+		rep, err := importers.Import(ctx, s, path, importers.Options{})
+		return rep.Summary(), !rep.AlreadyImported, err
+	}
 }
 
 // run executes a command and everything it leads to, as the program
@@ -186,7 +196,7 @@ func TestDetailWalkAndReplay(t *testing.T) {
 		t.Fatalf("selected %s", m.suspects.Selected().Verdict)
 	}
 	press(m, "enter")
-	if !m.inDetail || m.detail.Step() != 1 {
+	if !m.inDetail() || m.detail.Step() != 1 {
 		t.Fatal("enter did not open the walk at question 1")
 	}
 	v := m.View()
@@ -217,11 +227,11 @@ func TestDetailWalkAndReplay(t *testing.T) {
 		t.Fatalf("replay view:\n%s", v)
 	}
 	press(m, "esc")
-	if m.detail.Replaying() || !m.inDetail {
+	if m.detail.Replaying() || !m.inDetail() {
 		t.Fatal("esc must stop the replay first")
 	}
 	press(m, "esc")
-	if m.inDetail {
+	if m.inDetail() {
 		t.Fatal("esc must leave the detail")
 	}
 }
@@ -233,11 +243,11 @@ func TestPendingResolveFlow(t *testing.T) {
 		t.Fatalf("pending tab: %d items", m.pending.Len())
 	}
 	press(m, "v")
-	if !m.pending.Typing() {
+	if !m.pending.Captures() {
 		t.Fatal("v must ask for a note")
 	}
 	press(m, "enter")
-	if !m.pending.Typing() {
+	if !m.pending.Captures() {
 		t.Fatal("an empty note must not be accepted")
 	}
 	for _, r := range "ticket T-9 exists" {
@@ -395,7 +405,7 @@ func TestPendingApprovals(t *testing.T) {
 	}
 	// Approvals first (a gateway is waiting on them), then executions.
 	press(m, "v") // verify is for executions: nothing to type on an approval
-	if m.pending.Typing() {
+	if m.pending.Captures() {
 		t.Fatal("v must not apply to an approval")
 	}
 	press(m, "a")
@@ -507,7 +517,7 @@ func TestRangeReplay(t *testing.T) {
 		press(m, string(r))
 	}
 	run(m, press(m, "enter"))
-	if !m.inDetail || m.detail.Suspect() != nil || !m.detail.Replaying() {
+	if !m.inDetail() || m.detail.Suspect() != nil || !m.detail.Replaying() {
 		t.Fatal("enter must open the range replay")
 	}
 	v := m.View()
@@ -519,7 +529,7 @@ func TestRangeReplay(t *testing.T) {
 		t.Fatalf("stepping: frame %d\n%s", m.detail.Frame(), m.View())
 	}
 	press(m, "esc")
-	if m.inDetail || m.tab != tabExecutions {
+	if m.inDetail() || m.tab != tabExecutions {
 		t.Fatal("esc leaves the range replay back to the executions")
 	}
 	// A reversed range is refused in the prompt, which stays open.

@@ -10,7 +10,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
-	"github.com/mcpdup/mcpdup/importers"
+	"github.com/mcpdup/mcpdup/report"
 )
 
 // Every read and write of the store happens in a command; Update only
@@ -143,7 +143,7 @@ func resolve(s *activity.Store, r activity.Resolution) tea.Cmd {
 		if err != nil {
 			return resolvedMsg{err: err}
 		}
-		what := analyze.ShortID(string(e.ID)) + " is now " + string(e.State)
+		what := report.ShortID(string(e.ID)) + " is now " + string(e.State)
 		if cp != nil {
 			what += ", sealed at " + strconv.FormatInt(cp.Size, 10)
 		} else {
@@ -177,27 +177,29 @@ func logSize(s *activity.Store) tea.Cmd {
 }
 
 type rangeMsg struct {
-	tl  *analyze.Timeline
+	tl  *report.Timeline
 	err error
 }
 
 // loadRange reads every event between from and to for the range replay.
 func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 	return func() tea.Msg {
-		tl, err := analyze.RangeTimeline(context.Background(), s, from, to)
+		tl, err := report.RangeTimeline(context.Background(), s, from, to)
 		return rangeMsg{tl: tl, err: err}
 	}
 }
 
 type importedMsg struct {
-	report importers.FileReport
-	err    error
+	summary string
+	added   bool
+	err     error
 }
 
-// importFile imports a log file with the same code as mcpdup import.
-func importFile(s *activity.Store, path string) tea.Cmd {
+// importFile runs the console's Import (the command line's, the same code
+// as mcpdup import) on a file.
+func importFile(imp Import, path string) tea.Cmd {
 	return func() tea.Msg {
-		rep, err := importers.Import(context.Background(), s, path, importers.Options{})
-		return importedMsg{report: rep, err: err}
+		summary, added, err := imp(context.Background(), path)
+		return importedMsg{summary: summary, added: added, err: err}
 	}
 }

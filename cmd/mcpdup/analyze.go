@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
 )
 
 // AnalyzeCmd finds suspected duplicates and walks the five questions.
@@ -50,7 +51,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) }}
 	counts := analyze.Counts{}
 	var all []*analyze.Suspect
-	table := analyze.NewTableWriter(g.stdout, c.Questions)
+	table := report.NewTableWriter(g.stdout, c.Questions)
 	err = analyze.Scan(ctx, s, opts, func(sus *analyze.Suspect) error {
 		counts.Add(sus)
 		if c.Output == "table" {
@@ -71,7 +72,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		}
 		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total()})
 	case "markdown":
-		err = analyze.WriteMarkdown(g.stdout, s.Path(), all)
+		err = report.SuspectsMarkdown(g.stdout, s.Path(), all)
 	default:
 		if err = table.Flush(); err == nil {
 			fmt.Fprintf(g.stdout, "\n%d suspects: %s\n", counts.Total(), counts)

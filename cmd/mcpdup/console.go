@@ -14,6 +14,7 @@ import (
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/importers"
+	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui"
 )
 
@@ -64,8 +65,7 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 		if err != nil {
 			return fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
 		}
-		fmt.Fprintf(g.stderr, "imported %s (%s): %d calls, %d executions, %d skipped%s\n", f, rep.Format, rep.Calls, rep.Executions, rep.Skipped,
-			map[bool]string{true: " — already imported, nothing added", false: ""}[rep.AlreadyImported])
+		fmt.Fprintln(g.stderr, rep.Summary())
 	}
 	return runConsole(s, tui.Options{Operator: c.Operator, Poll: pollFor(c.NoLive), Analysis: analyze.Options{Window: c.Window}})
 }
@@ -82,7 +82,13 @@ func interactive() bool {
 	return isTerminal(os.Stdin) && isTerminal(os.Stdout)
 }
 
+// runConsole runs the console on s; i in it imports with the same code as
+// mcpdup import.
 func runConsole(s *activity.Store, opts tui.Options) error {
+	opts.Import = func(ctx context.Context, path string) (string, bool, error) {
+		rep, err := importers.Import(ctx, s, path, importers.Options{})
+		return rep.Summary(), !rep.AlreadyImported, err
+	}
 	p := tea.NewProgram(tui.New(s, opts), tea.WithAltScreen())
 	_, err := p.Run()
 	return err
@@ -146,7 +152,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 	}
 	if !interactive() {
 		// No terminal (a pipe, CI): show what the console would open on.
-		table := analyze.NewTableWriter(g.stdout, false)
+		table := report.NewTableWriter(g.stdout, false)
 		if err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error { table.Write(sus); return nil }); err != nil {
 			return err
 		}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/report"
 )
 
 // ReplayCmd prints a suspect's or a time range's timeline.
@@ -56,14 +55,14 @@ func (c *ReplayCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	var tl *analyze.Timeline
+	var tl *report.Timeline
 	var whatIf []analyze.WhatIfCall
 	if c.Suspect != "" {
 		sus, err := analyze.Find(ctx, s, analyze.Options{Window: c.Window}, c.Suspect)
 		if err != nil {
 			return err
 		}
-		tl = analyze.SuspectTimeline(sus)
+		tl = report.SuspectTimeline(sus)
 		if whatIf, err = whatIfUnder(sus, c.WhatIf); err != nil {
 			return err
 		}
@@ -72,7 +71,7 @@ func (c *ReplayCmd) Run(g *Globals) error {
 		if to.IsZero() {
 			to = time.Now()
 		}
-		if tl, err = analyze.RangeTimeline(ctx, s, c.From, to); err != nil {
+		if tl, err = report.RangeTimeline(ctx, s, c.From, to); err != nil {
 			return err
 		}
 	}
@@ -82,38 +81,7 @@ func (c *ReplayCmd) Run(g *Globals) error {
 		}
 		return writeJSON(g.stdout, map[string]any{"timeline": tl, "what_if": whatIf})
 	}
-	return writeTimeline(g.stdout, tl, whatIf)
-}
-
-func writeTimeline(out io.Writer, tl *analyze.Timeline, whatIf []analyze.WhatIfCall) error {
-	fmt.Fprintf(out, "%s\n\n", tl.Title)
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "#\tTIME\tLANES\tEVENT\tSTATES AFTER")
-	for _, f := range tl.Frames {
-		at := "not recorded"
-		if f.Time != nil {
-			at = f.Time.UTC().Format("15:04:05.000")
-		}
-		var states string
-		for _, id := range tl.Executions {
-			if st, ok := f.States[id]; ok {
-				states += fmt.Sprintf("%s=%s ", id, st)
-			}
-		}
-		fmt.Fprintf(w, "%d\t%s\t%s→%s\t%s\t%s\n", f.Seq, at, f.From, f.To, f.Label, states)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if len(whatIf) > 0 {
-		fmt.Fprintln(out, "\nwhat the gateway would have done:")
-		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		for _, c := range whatIf {
-			fmt.Fprintf(w, "  %s\t%s\t→ %s\t(%s)\n", c.CallID, c.Recorded, c.Action, c.Reason)
-		}
-		return w.Flush()
-	}
-	return nil
+	return report.TimelineTable(g.stdout, tl, whatIf)
 }
 
 // ReportCmd writes a post-incident report for one suspect.
@@ -162,11 +130,11 @@ func (c *ReportCmd) Run(g *Globals) error {
 		defer f.Close()
 		out = f
 	}
-	tl := analyze.SuspectTimeline(sus)
+	tl := report.SuspectTimeline(sus)
 	if c.Output == "html" {
-		err = analyze.ReportHTML(out, sus, tl, whatIf)
+		err = report.HTML(out, sus, tl, whatIf)
 	} else {
-		err = analyze.ReportMarkdown(out, sus, tl, whatIf)
+		err = report.Markdown(out, sus, tl, whatIf)
 	}
 	if err == nil && c.File != "" {
 		fmt.Fprintf(g.stderr, "wrote %s\n", c.File)

@@ -67,8 +67,17 @@ func (m Model) page() int { return max(m.height-3-detailLines, 1) }
 
 const detailLines = 2
 
+// Init starts nothing: the app hands the table its rows.
+func (m *Model) Init() tea.Cmd { return nil }
+
+// Captures is false: a table has no text field.
+func (m *Model) Captures() bool { return false }
+
+// Status is empty: the title counts the rows.
+func (m *Model) Status() string { return "" }
+
 // Update moves the cursor.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok {
 		return m, nil

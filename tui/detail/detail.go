@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
@@ -20,7 +21,7 @@ import (
 // Model is the detail view.
 type Model struct {
 	sus       *analyze.Suspect
-	tl        *analyze.Timeline
+	tl        *report.Timeline
 	step      int // questions revealed: 1..5, then 6 shows the verdict
 	replaying bool
 	frame     int // replay position
@@ -42,12 +43,12 @@ func New(styles theme.Styles) Model { return Model{styles: styles} }
 
 // SetSuspect shows a suspect from its first question.
 func (m *Model) SetSuspect(s *analyze.Suspect) {
-	m.sus, m.tl, m.step, m.replaying, m.frame = s, analyze.SuspectTimeline(s), 1, false, 0
+	m.sus, m.tl, m.step, m.replaying, m.frame = s, report.SuspectTimeline(s), 1, false, 0
 }
 
 // SetRange shows a time range's events, replayed from the first: no
 // suspect, no questions; esc leaves.
-func (m *Model) SetRange(tl *analyze.Timeline) {
+func (m *Model) SetRange(tl *report.Timeline) {
 	m.sus, m.tl, m.step, m.replaying, m.frame = nil, tl, 0, true, 0
 }
 
@@ -66,8 +67,17 @@ func (m Model) Frame() int { return m.frame }
 // SetSize sets the view's box.
 func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
 
+// Init starts nothing: the app hands the view what it shows.
+func (m *Model) Init() tea.Cmd { return nil }
+
+// Captures is false: the walk has no text field.
+func (m *Model) Captures() bool { return false }
+
+// Status is empty: the walk says where it is on screen.
+func (m *Model) Status() string { return "" }
+
 // Update handles keys.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok || m.tl == nil {
 		return m, nil
@@ -126,11 +136,7 @@ func (m Model) View() string {
 				b.WriteString(m.styles.Title.Render(line) + "\n")
 				b.WriteString(indented.Render(q.Explanation) + "\n")
 				if len(q.Evidence) > 0 {
-					var ev []string
-					for _, e := range q.Evidence {
-						ev = append(ev, fmt.Sprintf("#%d %s", e.Seq, e.What))
-					}
-					b.WriteString(m.styles.Muted.Render(indented.Render("evidence: "+strings.Join(ev, "; "))) + "\n")
+					b.WriteString(m.styles.Muted.Render(indented.Render("evidence: "+report.EvidenceText(q))) + "\n")
 				}
 			} else {
 				b.WriteString(cells.Clip(line, m.width) + "\n")
@@ -139,7 +145,7 @@ func (m Model) View() string {
 		if m.step <= 5 {
 			b.WriteString("\n" + m.styles.Muted.Render(fmt.Sprintf("(question %d of 5: enter for the next)", m.step)) + "\n")
 		} else {
-			b.WriteString("\n" + m.styles.Verdict(string(s.Verdict)).Render(wrap.Render(fmt.Sprintf("Verdict: %s %s", s.Verdict.Glyph(), s.Title))) + "\n")
+			b.WriteString("\n" + m.styles.Severity(s.Severity).Render(wrap.Render(fmt.Sprintf("Verdict: %s %s", s.Verdict.Glyph(), s.Title))) + "\n")
 			// The summary ends with the verdict sentence, already the line above.
 			b.WriteString(wrap.Render(strings.TrimSuffix(s.Summary, " Verdict: "+s.Title+".")) + "\n")
 			b.WriteString(m.styles.Accent.Render(wrap.Render("Fix: "+s.Fix)) + "\n")
@@ -163,7 +169,7 @@ func (m Model) swimlanes(height int) string {
 	// prefix: "#seq  hh:mm:ss.mmm "; then three lifelines; then the label.
 	const prefixW = 19
 	laneW := min(max((m.width-prefixW-32)/2, len("gateway")+2), 24) // a lane's name fits with a space after
-	pos := map[analyze.Lane]int{analyze.LaneAgent: 0, analyze.LaneGateway: laneW, analyze.LaneTarget: 2 * laneW}
+	pos := map[report.Lane]int{report.LaneAgent: 0, report.LaneGateway: laneW, report.LaneTarget: 2 * laneW}
 	var b strings.Builder
 	title := "timeline"
 	if m.replaying {
@@ -179,7 +185,7 @@ func (m Model) swimlanes(height int) string {
 	for i := start; i <= last && i < len(frames); i++ {
 		f := frames[i]
 		line := []rune(strings.Repeat(" ", 2*laneW+1))
-		for _, l := range []analyze.Lane{analyze.LaneAgent, analyze.LaneGateway, analyze.LaneTarget} {
+		for _, l := range []report.Lane{report.LaneAgent, report.LaneGateway, report.LaneTarget} {
 			line[pos[l]] = '│'
 		}
 		a, z := pos[f.From], pos[f.To]
@@ -195,7 +201,7 @@ func (m Model) swimlanes(height int) string {
 			} else {
 				line[z+1] = '◀'
 			}
-			if strings.HasPrefix(f.Label, "✕") {
+			if f.Kind == report.FrameLost {
 				line[(lo+hi)/2] = '✕'
 			}
 		}
@@ -204,22 +210,14 @@ func (m Model) swimlanes(height int) string {
 			at = f.Time.UTC().Format("15:04:05.000")
 		}
 		row := fmt.Sprintf("#%-5d %-12s %s  %s", f.Seq, at, string(line), f.Label)
-		style := lipgloss.NewStyle()
-		if strings.HasPrefix(f.Label, "✕") {
-			style = m.styles.Bad
-		}
+		style := m.styles.Tone(f.Tone())
 		if m.replaying && i == m.frame {
 			style = m.styles.Selected
 		}
 		b.WriteString(style.Render(cells.Clip(row, m.width)) + "\n")
 	}
 	if m.replaying && m.frame < len(frames) {
-		var st []string
-		for _, id := range m.tl.Executions {
-			if s, ok := frames[m.frame].States[id]; ok {
-				st = append(st, fmt.Sprintf("%s=%s", analyze.ShortID(string(id)), s))
-			}
-		}
+		st := m.tl.States(frames[m.frame], report.Short)
 		b.WriteString(m.styles.Accent.Render(cells.Clip("states: "+strings.Join(st, "  "), m.width)) + "\n")
 	}
 	return b.String()

@@ -38,14 +38,6 @@ func (m *Model) Take() (string, bool) {
 	return Expand(v), ok
 }
 
-// Update handles keys while open. Checking that the file exists is a
-// stat, cheap enough for Update; reading it is the app's command.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
-	var cmd tea.Cmd
-	m.Model, cmd = m.Model.Update(msg)
-	return m, cmd
-}
-
 // Expand resolves a leading ~/ and surrounding space.
 func Expand(p string) string {
 	p = strings.TrimSpace(p)

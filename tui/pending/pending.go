@@ -83,11 +83,15 @@ func (m *Model) SetItems(execs []activity.Execution, approvals []activity.Approv
 // Len is how many items wait.
 func (m Model) Len() int { return len(m.items) }
 
-// Typing reports whether the note field has the keyboard.
-func (m Model) Typing() bool { return m.step == stepNote }
+// Captures reports whether a note or a confirmation is open: every key
+// goes to it (q types a q; anything but y answers No).
+func (m *Model) Captures() bool { return m.step != stepBrowse }
 
-// Busy reports whether a prompt is open (esc must not leave the view).
-func (m Model) Busy() bool { return m.step != stepBrowse }
+// Status is the queue's part of the status bar.
+func (m *Model) Status() string { return fmt.Sprintf("%d pending", len(m.items)) }
+
+// Init starts nothing: the app loads the queue.
+func (m *Model) Init() tea.Cmd { return nil }
 
 // SetSize sets the view's box.
 func (m *Model) SetSize(w, h int) {
@@ -103,7 +107,7 @@ func (m Model) selected() *item {
 }
 
 // Update handles keys.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok {
 		return m, nil
@@ -169,7 +173,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	return m, nil
 }
 
-func (m Model) ask(action string) (Model, tea.Cmd) {
+func (m *Model) ask(action string) (tea.Model, tea.Cmd) {
 	m.action, m.step = action, stepNote
 	m.note.SetValue("")
 	return m, m.note.Focus()

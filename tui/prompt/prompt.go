@@ -67,15 +67,24 @@ func (m *Model) Take() (string, bool) {
 	return m.answer, true
 }
 
-// SetWidth sets the prompt's width.
-func (m *Model) SetWidth(w int) { m.width, m.input.Width = w, max(w-len(m.input.Prompt)-2, 10) }
+// SetSize sets the prompt's width; it is two lines high whatever h.
+func (m *Model) SetSize(w, _ int) { m.width, m.input.Width = w, max(w-len(m.input.Prompt)-2, 10) }
+
+// Captures reports whether the prompt is open: it has the keyboard.
+func (m *Model) Captures() bool { return m.open }
+
+// Status is empty: the prompt is on screen.
+func (m *Model) Status() string { return "" }
+
+// Init starts nothing.
+func (m *Model) Init() tea.Cmd { return nil }
 
 // ShortHelp and FullHelp list the prompt's keys.
 func (m Model) ShortHelp() []key.Binding  { return []key.Binding{keys.Submit, keys.Cancel} }
 func (m Model) FullHelp() [][]key.Binding { return [][]key.Binding{m.ShortHelp()} }
 
 // Update handles keys while open.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok || !m.open {
 		return m, nil

@@ -13,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/nav"
 	"github.com/mcpdup/mcpdup/tui/theme"
@@ -93,8 +94,25 @@ func (m *Model) Add(more []*analyze.Suspect) {
 // All is every suspect loaded, in load order.
 func (m Model) All() []*analyze.Suspect { return m.all }
 
-// Typing reports whether the filter has the keyboard (q must not quit).
-func (m Model) Typing() bool { return m.filtering }
+// Captures reports whether the filter has the keyboard (q must not quit).
+func (m *Model) Captures() bool { return m.filtering }
+
+// Status is the list's part of the status bar: how many suspects, how many
+// shown, and the duplicates and risks among them by name.
+func (m *Model) Status() string {
+	shown, total, counts := m.Counts()
+	s := fmt.Sprintf("%d suspects", total)
+	if shown != total {
+		s = fmt.Sprintf("%d/%d suspects", shown, total)
+	}
+	if c := counts[analyze.VerdictDuplicate] + counts[analyze.VerdictDuplicateRisk]; c > 0 {
+		s += fmt.Sprintf(" (✗ %d duplicate, ? %d risk)", counts[analyze.VerdictDuplicate], counts[analyze.VerdictDuplicateRisk])
+	}
+	return s
+}
+
+// Init starts nothing: the app loads the suspects.
+func (m *Model) Init() tea.Cmd { return nil }
 
 // Selected is the suspect under the cursor, or nil.
 func (m Model) Selected() *analyze.Suspect {
@@ -116,7 +134,7 @@ func (m Model) Filter() string { return m.filter.Value() }
 func (m Model) SortName() string { return sorts[m.sortBy] }
 
 // Update handles keys. No I/O happens here.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok {
 		return m, nil
@@ -219,7 +237,7 @@ func (m Model) View() string {
 		if i == m.cursor {
 			b.WriteString(m.styles.Selected.Render(cells.Pad(line, m.width)) + "\n")
 		} else {
-			b.WriteString(m.styles.Verdict(string(s.Verdict)).Render(line) + "\n")
+			b.WriteString(m.styles.Severity(s.Severity).Render(line) + "\n")
 		}
 	}
 	for i := len(m.shown) - m.offset; i < rows; i++ {
@@ -253,7 +271,7 @@ var (
 	colExecs    = column{"EXECS", 5, true, func(s analyze.Suspect) string { return strconv.Itoa(len(s.Executions)) }}
 	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Suspect) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
 	colID       = column{"SUSPECT", 30, false, func(s analyze.Suspect) string { return string(s.ID) }}
-	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Suspect) string { return analyze.ShortID(string(s.ID)) }}
+	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Suspect) string { return report.ShortID(string(s.ID)) }}
 )
 
 // layouts are tried widest first: a narrower terminal loses the whole

@@ -110,10 +110,10 @@ func TestFilterTypingKeepsSelectionSane(t *testing.T) {
 		more = append(more, &analyze.Suspect{ID: fmt.Sprintf("sus_%d", i), Tool: fmt.Sprintf("tool_%d", i%7), Verdict: analyze.VerdictDuplicate, Severity: analyze.SeverityCritical})
 	}
 	m.Add(more)
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("G")})
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("G")})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
 	for _, r := range "tool_3" {
-		m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
 	}
 	if shown, _, _ := m.Counts(); shown != 7 || m.Selected() == nil || m.Selected().Tool != "tool_3" {
 		t.Fatalf("shown %d, selected %+v", shown, m.Selected())

@@ -3,7 +3,12 @@
 // (lipgloss's Ascii profile) bold and reverse still mark what matters.
 package theme
 
-import "github.com/charmbracelet/lipgloss"
+import (
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
+)
 
 // Styles are the semantic styles the views share.
 type Styles struct {
@@ -29,14 +34,23 @@ func Default() Styles {
 	}
 }
 
-// Verdict is the style of a verdict: red for duplicates, amber for risks
-// and ambiguity, green for one action.
-func (s Styles) Verdict(v string) lipgloss.Style {
-	switch v {
-	case "duplicate":
+// Tone is the style of a tone: red for an alarm, amber for a warning,
+// plain for a calm frame.
+func (s Styles) Tone(t report.Tone) lipgloss.Style {
+	switch t {
+	case report.ToneAlarm:
 		return s.Bad
-	case "duplicate_risk", "insufficient_evidence", "two_processes", "intentional_repeat":
+	case report.ToneWarn:
 		return s.Warn
+	}
+	return lipgloss.NewStyle()
+}
+
+// Severity is the style of a suspect's severity: its tone, with a calm
+// one green (one action, nothing to do).
+func (s Styles) Severity(v analyze.Severity) lipgloss.Style {
+	if t := report.SeverityTone(v); t != report.ToneCalm {
+		return s.Tone(t)
 	}
 	return s.Good
 }

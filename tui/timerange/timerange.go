@@ -59,13 +59,6 @@ func (m *Model) Take() (from, to time.Time, ok bool) {
 	return from, to, err == nil
 }
 
-// Update handles keys while open.
-func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
-	var cmd tea.Cmd
-	m.Model, cmd = m.Model.Update(msg)
-	return m, cmd
-}
-
 // Parse reads "FROM TO": each RFC 3339, or a clock time (15:04 or
 // 15:04:05, UTC) on day. TO must not be before FROM.
 func Parse(s string, day time.Time) (from, to time.Time, err error) {

@@ -40,24 +40,24 @@ func TestParse(t *testing.T) {
 
 func TestPromptKeys(t *testing.T) {
 	m := New(theme.Default())
-	m.SetWidth(80)
+	m.SetSize(80, 2)
 	m.Open(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 9, 5, 0, 0, time.UTC))
 	if !m.IsOpen() || !strings.Contains(m.View(), "09:00:00 09:05:00") {
 		t.Fatalf("prefilled prompt:\n%s", m.View())
 	}
 	for range 8 {
-		m, _ = m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+		m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
 	}
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("08:00")})
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("08:00")})
+	m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	if !m.IsOpen() || !strings.Contains(m.View(), "before") {
 		t.Fatalf("a reversed range must be refused in place:\n%s", m.View())
 	}
 	for range 5 {
-		m, _ = m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+		m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
 	}
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("09:01")})
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("09:01")})
+	m.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	from, to, ok := m.Take()
 	if !ok || m.IsOpen() || from.Format("15:04") != "09:00" || to.Format("15:04") != "09:01" {
 		t.Fatalf("take: %v %s %s", ok, from, to)
@@ -66,7 +66,7 @@ func TestPromptKeys(t *testing.T) {
 		t.Fatal("a range is taken once")
 	}
 	m.Open(from, to)
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	m.Update(tea.KeyMsg{Type: tea.KeyEsc})
 	if _, _, ok := m.Take(); ok || m.IsOpen() {
 		t.Fatal("esc cancels")
 	}

@@ -1,4 +1,10 @@
-package analyze
+// Package report renders what the analysis found for people: a suspect's
+// post-incident report in Markdown or self-contained HTML, the suspects
+// as a table or Markdown, and the timeline every one of them shows (the
+// console's swimlanes too): its frames, each with a kind, and the state of
+// every execution after each event. It reads the model and the analysis;
+// it decides nothing.
+package report
 
 import (
 	"context"
@@ -8,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 // Lane is a swimlane of the timeline.
@@ -19,10 +26,25 @@ const (
 	LaneTarget  Lane = "target"
 )
 
+// FrameKind is what an event of a timeline stands for.
+type FrameKind string
+
+const (
+	FrameCall      FrameKind = "call"      // a tools/call reached the gateway
+	FrameStep      FrameKind = "step"      // a lifecycle step inside the gateway
+	FrameDispatch  FrameKind = "dispatch"  // the execution was handed to its target
+	FrameAnswer    FrameKind = "answer"    // the target answered
+	FrameDelivered FrameKind = "delivered" // the result reached the agent
+	// FrameLost: an answer was lost, the target's (outcome unknown) or the
+	// agent's (result not delivered). Drawn as a cross.
+	FrameLost FrameKind = "lost"
+)
+
 // Frame is one event of a replay and the state of every execution after it.
 type Frame struct {
 	Seq         int64                                   `json:"seq"`
 	Time        *time.Time                              `json:"time,omitempty"`
+	Kind        FrameKind                               `json:"kind"`
 	From        Lane                                    `json:"from"` // an arrow from one lane to another, or From == To
 	To          Lane                                    `json:"to"`
 	Label       string                                  `json:"label"`
@@ -40,11 +62,11 @@ type Timeline struct {
 
 // SuspectTimeline replays a suspect: its calls and every transition of its
 // executions, in log order.
-func SuspectTimeline(sus *Suspect) *Timeline {
+func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 	tl := &Timeline{Title: fmt.Sprintf("%s: %s", sus.ID, sus.Title)}
 	type ev struct {
 		seq  int64
-		call *CallRef
+		call *analyze.CallRef
 		tr   *activity.Transition
 	}
 	var evs []ev
@@ -141,26 +163,26 @@ func callFrame(seq int64, id activity.CallID, exec activity.ExecutionID, d activ
 	label := "tools/call"
 	switch d {
 	case activity.DispositionAttached:
-		label = "tools/call (retry, attached to " + short(exec) + ")"
+		label = "tools/call (retry, attached to " + Short(exec) + ")"
 	case activity.DispositionNewExecution:
-		label = "tools/call → new " + short(exec)
+		label = "tools/call → new " + Short(exec)
 	}
 	t := at
-	return Frame{Seq: seq, Time: &t, From: LaneAgent, To: LaneGateway, Label: label, CallID: id, ExecutionID: exec}
+	return Frame{Seq: seq, Time: &t, Kind: FrameCall, From: LaneAgent, To: LaneGateway, Label: label, CallID: id, ExecutionID: exec}
 }
 
 // transitionFrame draws a lifecycle step as the arrow it stands for.
 func transitionFrame(t *activity.Transition) Frame {
-	f := Frame{Seq: t.Seq, ExecutionID: t.ExecutionID, From: LaneGateway, To: LaneGateway, Label: string(t.To)}
+	f := Frame{Seq: t.Seq, ExecutionID: t.ExecutionID, Kind: FrameStep, From: LaneGateway, To: LaneGateway, Label: string(t.To)}
 	if t.At.OK {
 		at := t.At.V
 		f.Time = &at
 	}
 	switch t.To {
 	case activity.StateDispatched:
-		f.To, f.Label = LaneTarget, "dispatch "+short(t.ExecutionID)
+		f.Kind, f.To, f.Label = FrameDispatch, LaneTarget, "dispatch "+Short(t.ExecutionID)
 	case activity.StateSucceeded, activity.StateFailed:
-		f.From, f.Label = LaneTarget, string(t.To)
+		f.Kind, f.From, f.Label = FrameAnswer, LaneTarget, string(t.To)
 		switch {
 		case t.TargetStatus.OK:
 			f.Label = fmt.Sprintf("%d (%s)", t.TargetStatus.V, t.To)
@@ -168,13 +190,25 @@ func transitionFrame(t *activity.Transition) Frame {
 			f.Label = fmt.Sprintf("exit %d (%s)", t.ExitCode.V, t.To)
 		}
 	case activity.StateUnknown:
-		f.From, f.Label = LaneTarget, "✕ no answer: outcome unknown"
+		f.Kind, f.From, f.Label = FrameLost, LaneTarget, "✕ no answer: outcome unknown"
 	case activity.StateDelivered:
-		f.To, f.Label = LaneAgent, "result delivered"
+		f.Kind, f.To, f.Label = FrameDelivered, LaneAgent, "result delivered"
 	case activity.StateDeliveryFailed, activity.StateNotDelivered:
-		f.To, f.Label = LaneAgent, "✕ result not delivered"
+		f.Kind, f.To, f.Label = FrameLost, LaneAgent, "✕ result not delivered"
 	}
 	return f
+}
+
+// States lists the state of every execution after frame f, in the
+// order the executions appear, as "id=state" with each id written by id.
+func (tl *Timeline) States(f Frame, id func(activity.ExecutionID) string) []string {
+	var out []string
+	for _, x := range tl.Executions {
+		if s, ok := f.States[x]; ok {
+			out = append(out, id(x)+"="+string(s))
+		}
+	}
+	return out
 }
 
 // ShortID shortens an id to its prefix and last six characters
@@ -187,4 +221,8 @@ func ShortID(id string) string {
 	return id[:i+1] + "…" + id[len(id)-6:]
 }
 
-func short(id activity.ExecutionID) string { return ShortID(string(id)) }
+// Short is ShortID for an execution id.
+func Short(id activity.ExecutionID) string { return ShortID(string(id)) }
+
+// Full writes an execution id whole.
+func Full(id activity.ExecutionID) string { return string(id) }

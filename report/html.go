@@ -1,42 +1,18 @@
-package analyze
+package report
 
 import (
 	"fmt"
 	"html"
 	"io"
 	"strings"
-	"time"
+
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
-// ReportMarkdown writes a post-incident report for one suspect: verdict,
-// the five answers with evidence, the recommended fix, and the timeline.
-func ReportMarkdown(w io.Writer, sus *Suspect, tl *Timeline, whatIf []WhatIfCall) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Post-incident report: %s\n", sus.ID)
-	WriteSuspectMarkdown(&b, sus)
-	b.WriteString("\n## Timeline\n\n| # | time | lanes | event | states after |\n|---|---|---|---|---|\n")
-	for _, f := range tl.Frames {
-		fmt.Fprintf(&b, "| %d | %s | %s → %s | %s | %s |\n", f.Seq, frameTime(f), f.From, f.To, f.Label, statesText(tl, f))
-	}
-	writeWhatIfMarkdown(&b, whatIf)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func writeWhatIfMarkdown(b *strings.Builder, whatIf []WhatIfCall) {
-	if len(whatIf) == 0 {
-		return
-	}
-	b.WriteString("\n## What the gateway would have done\n\n| call | recorded | gateway | why |\n|---|---|---|---|\n")
-	for _, c := range whatIf {
-		fmt.Fprintf(b, "| `%s` | %s | **%s** | %s |\n", c.CallID, c.Recorded, c.Action, c.Reason)
-	}
-}
-
-// ReportHTML writes the same report as one self-contained HTML page: no
+// HTML writes the same report as Markdown as one self-contained page: no
 // script, no network, the timeline as an inline SVG sequence diagram with
 // agent, gateway and target lanes.
-func ReportHTML(w io.Writer, sus *Suspect, tl *Timeline, whatIf []WhatIfCall) error {
+func HTML(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall) error {
 	var b strings.Builder
 	e := html.EscapeString
 	fmt.Fprintf(&b, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>%s — %s</title>
@@ -48,7 +24,7 @@ table{border-collapse:collapse;width:100%%}td,th{border:1px solid #ccc;padding:.
 .yes{color:#0a6b2d}.no{color:#a3141c}.unknown{color:#8a6100}
 svg text{font:12px system-ui,sans-serif}
 </style></head><body>
-`, e(sus.ID), e(string(sus.Verdict)), verdictColour(sus.Verdict))
+`, e(sus.ID), e(string(sus.Verdict)), toneColour(SeverityTone(sus.Severity)))
 	fmt.Fprintf(&b, "<h1>Post-incident report: %s</h1>\n", e(sus.ID))
 	fmt.Fprintf(&b, `<p class="verdict"><strong>%s %s</strong> — severity <strong>%s</strong>.<br>%s</p>`+"\n",
 		e(sus.Verdict.Glyph()), e(sus.Title), e(string(sus.Severity)), e(sus.Summary))
@@ -58,11 +34,7 @@ svg text{font:12px system-ui,sans-serif}
 	for _, q := range sus.Questions {
 		fmt.Fprintf(&b, `<li><strong>%s</strong> <span class="%s">%s</span>. %s`, e(q.Question), q.Answer, strings.ToUpper(string(q.Answer)), e(q.Explanation))
 		if len(q.Evidence) > 0 {
-			var ev []string
-			for _, x := range q.Evidence {
-				ev = append(ev, fmt.Sprintf("#%d %s", x.Seq, x.What))
-			}
-			fmt.Fprintf(&b, " <small>Evidence: %s.</small>", e(strings.Join(ev, "; ")))
+			fmt.Fprintf(&b, " <small>Evidence: %s.</small>", e(EvidenceText(q)))
 		}
 		b.WriteString("</li>\n")
 	}
@@ -71,7 +43,7 @@ svg text{font:12px system-ui,sans-serif}
 	b.WriteString("\n<table><tr><th>#</th><th>time</th><th>event</th><th>states after</th></tr>\n")
 	for _, f := range tl.Frames {
 		fmt.Fprintf(&b, "<tr><td>%d</td><td>%s</td><td>%s → %s: %s</td><td>%s</td></tr>\n",
-			f.Seq, e(frameTime(f)), f.From, f.To, e(f.Label), e(statesText(tl, f)))
+			f.Seq, e(frameTime(f)), f.From, f.To, e(f.Label), e(strings.Join(tl.States(f, Short), ", ")))
 	}
 	b.WriteString("</table>\n")
 	if len(whatIf) > 0 {
@@ -107,11 +79,11 @@ func SequenceSVG(tl *Timeline) string {
 	}
 	for i, f := range tl.Frames {
 		y := top + rowH*i + rowH/2
-		fmt.Fprintf(&b, `<text x="8" y="%d" fill="#666">#%d %s</text>`, y+4, f.Seq, html.EscapeString(clock(f)))
+		fmt.Fprintf(&b, `<text x="8" y="%d" fill="#666">#%d %s</text>`, y+4, f.Seq, html.EscapeString(Clock(f)))
 		x1, x2 := lanes[f.From], lanes[f.To]
 		colour := "#333"
-		if strings.HasPrefix(f.Label, "✕") {
-			colour = "#a3141c"
+		if f.Tone() == ToneAlarm {
+			colour = toneColour(ToneAlarm)
 		}
 		if x1 == x2 {
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="16" height="16" fill="#fff" stroke="%s"/>`, x1-8, y-8, colour)
@@ -119,7 +91,7 @@ func SequenceSVG(tl *Timeline) string {
 			continue
 		}
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.6" marker-end="url(#arrow)"/>`, x1, y, x2, y, colour)
-		if strings.HasPrefix(f.Label, "✕") {
+		if f.Kind == FrameLost {
 			mx := (x1 + x2) / 2
 			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="18" text-anchor="middle">✕</text>`, mx, y+6, colour)
 		}
@@ -130,36 +102,13 @@ func SequenceSVG(tl *Timeline) string {
 	return b.String()
 }
 
-func verdictColour(v Verdict) string {
-	switch v {
-	case VerdictDuplicate:
+// toneColour is a tone's colour on the page.
+func toneColour(t Tone) string {
+	switch t {
+	case ToneAlarm:
 		return "#a3141c"
-	case VerdictDuplicateRisk, VerdictInsufficient, VerdictTwoProcesses, VerdictIntentional:
+	case ToneWarn:
 		return "#c48a00"
 	}
 	return "#0a6b2d"
-}
-
-func frameTime(f Frame) string {
-	if f.Time == nil {
-		return "not recorded"
-	}
-	return f.Time.UTC().Format(time.RFC3339Nano)
-}
-
-func clock(f Frame) string {
-	if f.Time == nil {
-		return ""
-	}
-	return f.Time.UTC().Format("15:04:05.000")
-}
-
-func statesText(tl *Timeline, f Frame) string {
-	var parts []string
-	for _, id := range tl.Executions {
-		if s, ok := f.States[id]; ok {
-			parts = append(parts, short(id)+"="+string(s))
-		}
-	}
-	return strings.Join(parts, ", ")
 }

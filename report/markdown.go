@@ -1,0 +1,103 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mcpdup/mcpdup/analyze"
+)
+
+// Markdown writes a post-incident report for one suspect: verdict, the
+// five answers with evidence, the recommended fix, and the timeline.
+func Markdown(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Post-incident report: %s\n", sus.ID)
+	suspectMarkdown(&b, sus)
+	b.WriteString("\n## Timeline\n\n| # | time | lanes | event | states after |\n|---|---|---|---|---|\n")
+	for _, f := range tl.Frames {
+		fmt.Fprintf(&b, "| %d | %s | %s → %s | %s | %s |\n", f.Seq, frameTime(f), f.From, f.To, f.Label, strings.Join(tl.States(f, Short), ", "))
+	}
+	whatIfMarkdown(&b, whatIf)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func whatIfMarkdown(b *strings.Builder, whatIf []analyze.WhatIfCall) {
+	if len(whatIf) == 0 {
+		return
+	}
+	b.WriteString("\n## What the gateway would have done\n\n| call | recorded | gateway | why |\n|---|---|---|---|\n")
+	for _, c := range whatIf {
+		fmt.Fprintf(b, "| `%s` | %s | **%s** | %s |\n", c.CallID, c.Recorded, c.Action, c.Reason)
+	}
+}
+
+// SuspectsMarkdown renders suspects as a Markdown report: a summary table,
+// then each suspect's five answers with evidence and the recommended fix,
+// most severe first.
+func SuspectsMarkdown(w io.Writer, source string, suspects []*analyze.Suspect) error {
+	var b strings.Builder
+	counts := analyze.Counts{}
+	for _, s := range suspects {
+		counts.Add(s)
+	}
+	fmt.Fprintf(&b, "# Suspected duplicate actions\n\nSource: `%s`. %d suspects: %s.\n\n", source, len(suspects), counts)
+	if len(suspects) == 0 {
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	sorted := append([]*analyze.Suspect(nil), suspects...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Severity.Rank() > sorted[j].Severity.Rank() })
+	b.WriteString("| | verdict | severity | tool | calls | executions | first call | suspect |\n|---|---|---|---|---|---|---|---|\n")
+	for _, s := range sorted {
+		fmt.Fprintf(&b, "| %s | %s | %s | `%s` | %d | %d | %s | `%s` |\n", s.Verdict.Glyph(), s.Verdict, s.Severity, s.Tool,
+			len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
+	}
+	for _, s := range sorted {
+		suspectMarkdown(&b, s)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// suspectMarkdown renders one suspect's walk.
+func suspectMarkdown(b *strings.Builder, s *analyze.Suspect) {
+	fmt.Fprintf(b, "\n## %s %s: %s\n\n", s.Verdict.Glyph(), s.ID, s.Title)
+	fmt.Fprintf(b, "`%s` on `%s %s`, contract `%s`, severity **%s**. %s\n\n", s.Tool, s.Method, s.Target, s.Contract, s.Severity, s.Summary)
+	for _, q := range s.Questions {
+		fmt.Fprintf(b, "%d. **%s** %s. %s", q.N, q.Question, strings.ToUpper(string(q.Answer)), q.Explanation)
+		if len(q.Evidence) > 0 {
+			fmt.Fprintf(b, " Evidence: %s.", EvidenceText(q))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "\n**Recommended fix:** %s\n", s.Fix)
+}
+
+// EvidenceText lists an answer's evidence records: "#12 what; #14 what".
+func EvidenceText(q analyze.Answer) string {
+	ev := make([]string, len(q.Evidence))
+	for i, e := range q.Evidence {
+		ev[i] = fmt.Sprintf("#%d %s", e.Seq, e.What)
+	}
+	return strings.Join(ev, "; ")
+}
+
+func frameTime(f Frame) string {
+	if f.Time == nil {
+		return "not recorded"
+	}
+	return f.Time.UTC().Format(time.RFC3339Nano)
+}
+
+// Clock is a frame's time of day, "15:04:05.000", or "" when the log
+// does not record it.
+func Clock(f Frame) string {
+	if f.Time == nil {
+		return ""
+	}
+	return f.Time.UTC().Format("15:04:05.000")
+}
