@@ -26,7 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.ResetTimer()
 			for done := 0; done < b.N; {
 				n := min(bc.batch, b.N-done)
-				_, err := s.Write(ctx, func(w *activity.Writer) error {
+				_, err := s.Write(ctx, func(w *activity.Tx) error {
 					for range n {
 						if _, err := w.RecordCall(activity.Call{Actor: "agent:bench", Method: "tools/call", Tool: "deploy_release",
 							JSONRPCID: activity.Some("1"), Disposition: activity.DispositionRefused, Reason: "bench"}); err != nil {
@@ -54,7 +54,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		var id activity.ExecutionID
-		if _, err := s.Write(ctx, func(w *activity.Writer) error {
+		if _, err := s.Write(ctx, func(w *activity.Tx) error {
 			c, err := w.RecordCall(activity.Call{Actor: "agent:bench", Method: "tools/call", Tool: "t", Disposition: activity.DispositionNewExecution})
 			if err != nil {
 				return err
@@ -66,7 +66,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded, activity.StateDelivered} {
-			if _, err := s.Write(ctx, func(w *activity.Writer) error {
+			if _, err := s.Write(ctx, func(w *activity.Tx) error {
 				_, err := w.Transition(activity.Transition{ExecutionID: id, To: to})
 				return err
 			}); err != nil {
@@ -87,14 +87,14 @@ func BenchmarkLifecycle(b *testing.B) {
 func BenchmarkGatewayCall(b *testing.B) {
 	s, _ := activitytest.Open(b, activity.Options{})
 	var run activity.Run
-	if _, err := s.Write(ctx, func(w *activity.Writer) error {
+	if _, err := s.Write(ctx, func(w *activity.Tx) error {
 		var err error
 		run, err = w.StartRun(activity.Run{Actor: "agent:bench", IdentifiedBy: activity.RunByToken})
 		return err
 	}); err != nil {
 		b.Fatal(err)
 	}
-	write := func(fn func(w *activity.Writer) error) {
+	write := func(fn func(w *activity.Tx) error) {
 		if _, err := s.Write(ctx, fn); err != nil {
 			b.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		var e activity.Execution
-		write(func(w *activity.Writer) error {
+		write(func(w *activity.Tx) error {
 			fp := fmt.Sprintf("fp-%d", i)
 			if _, err := w.LatestMatch(fp, "agent:bench", "run"); err != nil {
 				return err
@@ -128,7 +128,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 			e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched})
 			return err
 		})
-		write(func(w *activity.Writer) error {
+		write(func(w *activity.Tx) error {
 			ref, err := w.PutResult([]byte(`{"content":[{"type":"text","text":"ok"}]}`))
 			if err != nil {
 				return err
@@ -136,7 +136,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 			_, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateSucceeded, TargetStatus: activity.Some(201), ResultRef: ref})
 			return err
 		})
-		write(func(w *activity.Writer) error {
+		write(func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDelivered})
 			return err
 		})

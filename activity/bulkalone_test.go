@@ -23,7 +23,7 @@ func TestBulkWriteCommitsAlone(t *testing.T) {
 
 	release := make(chan struct{})
 	blocked := make(chan struct{})
-	go s.Write(ctx, func(w *Writer) error { // holds the committer
+	go s.Write(ctx, func(w *Tx) error { // holds the committer
 		close(blocked)
 		<-release
 		return nil
@@ -38,7 +38,7 @@ func TestBulkWriteCommitsAlone(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn := func(w *Writer) error {
+			fn := func(w *Tx) error {
 				mu.Lock()
 				txs[name] = w.tx
 				mu.Unlock()

@@ -271,46 +271,46 @@ func TestIllegalTransitionWritesNothing(t *testing.T) {
 	before, _ := s.LogSize(ctx)
 	cases := []struct {
 		name string
-		fn   func(w *activity.Writer) error
+		fn   func(w *activity.Tx) error
 		want string
 	}{
-		{"second dispatch", func(w *activity.Writer) error {
+		{"second dispatch", func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["deploy"], To: activity.StateDispatched})
 			return err
 		}, "delivered is terminal"},
-		{"delivered before observed", func(w *activity.Writer) error {
+		{"delivered before observed", func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateDelivered})
 			return err
 		}, "no outcome has been observed yet"},
-		{"verified by transition instead of resolution", func(w *activity.Writer) error {
+		{"verified by transition instead of resolution", func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateVerified})
 			return err
 		}, "operator resolution"},
-		{"resolve a delivered execution", func(w *activity.Writer) error {
+		{"resolve a delivered execution", func(w *activity.Tx) error {
 			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["read1"], Outcome: activity.ResolutionVerified, Operator: "bob", Note: "x"})
 			return err
 		}, "not unknown"},
-		{"resolve twice", func(w *activity.Writer) error {
+		{"resolve twice", func(w *activity.Tx) error {
 			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["payment"], Outcome: activity.ResolutionRejected, Operator: "bob", Note: "x"})
 			return err
 		}, "not unknown"},
-		{"resolve without a note", func(w *activity.Writer) error {
+		{"resolve without a note", func(w *activity.Tx) error {
 			_, err := w.Resolve(activity.Resolution{ExecutionID: ids["ticket"], Outcome: activity.ResolutionVerified, Operator: "bob"})
 			return err
 		}, "note is required"},
-		{"unknown execution", func(w *activity.Writer) error {
+		{"unknown execution", func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: "act_nope", To: activity.StateAuthorized})
 			return err
 		}, "not found"},
-		{"stale expected state", func(w *activity.Writer) error {
+		{"stale expected state", func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], From: activity.StateDispatched, To: activity.StateSucceeded})
 			return err
 		}, "expected state dispatched, found unknown"},
-		{"attach to a missing execution", func(w *activity.Writer) error {
+		{"attach to a missing execution", func(w *activity.Tx) error {
 			_, err := w.RecordCall(activity.Call{Actor: "a", Method: "tools/call", Disposition: activity.DispositionAttached, ExecutionID: "act_missing"})
 			return err
 		}, "not found"},
-		{"partial batch", func(w *activity.Writer) error {
+		{"partial batch", func(w *activity.Tx) error {
 			if _, err := w.Transition(activity.Transition{ExecutionID: ids["ticket"], To: activity.StateSucceeded}); err != nil {
 				return err
 			}
@@ -348,7 +348,7 @@ func TestWriteIsVisibleToAnotherConnectionAtOnce(t *testing.T) {
 	if err != nil || e.State != activity.StateUnknown {
 		t.Fatalf("read-only view: %v, %v", e.State, err)
 	}
-	if _, err := reader.Write(ctx, func(*activity.Writer) error { return nil }); !errors.Is(err, activity.ErrReadOnly) {
+	if _, err := reader.Write(ctx, func(*activity.Tx) error { return nil }); !errors.Is(err, activity.ErrReadOnly) {
 		t.Fatalf("write through a read-only store: %v", err)
 	}
 }
@@ -469,7 +469,7 @@ func TestNotRecordedStaysNotRecorded(t *testing.T) {
 	s, _ := activitytest.Open(t, activity.Options{})
 	req := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 	var id activity.ExecutionID
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		src, err := w.AddSource(activity.Source{Format: "har", File: "incident.har", SHA256: "ab12", Records: 2})
 		if err != nil {
 			return err
@@ -549,7 +549,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = s.Write(ctx, func(w *activity.Writer) error {
+			_, errs[i] = s.Write(ctx, func(w *activity.Tx) error {
 				if _, err := w.RecordCall(activity.Call{Actor: "agent:g", Method: "tools/call", Tool: fmt.Sprint(i),
 					Disposition: activity.DispositionRefused}); err != nil {
 					return err
@@ -606,7 +606,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 // projection writes must not make the unique index see a stale state.
 func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 	s, _ := activitytest.Open(t, activity.Options{})
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		for range 2 {
 			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 				Fingerprint: "hmac-sha256:same", Contract: activity.ContractRepeatableWithKey})
@@ -625,7 +625,7 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While one is unresolved, a second is refused by the store itself.
-	_, err = s.Write(ctx, func(w *activity.Writer) error {
+	_, err = s.Write(ctx, func(w *activity.Tx) error {
 		for range 2 {
 			if _, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 				Fingerprint: "hmac-sha256:other", Contract: activity.ContractRepeatableWithKey}); err != nil {
@@ -645,7 +645,7 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 func TestAcceptAndDispatchInOneWrite(t *testing.T) {
 	s, _ := activitytest.Open(t, activity.Options{})
 	var id activity.ExecutionID
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 			Fingerprint: "hmac-sha256:one", Contract: activity.ContractRepeatableWithKey})
 		if err != nil {
@@ -677,7 +677,7 @@ func TestAcceptAndDispatchInOneWrite(t *testing.T) {
 		t.Fatalf("transitions: %d, %v", len(ts), err)
 	}
 	before, _ := s.Stats(ctx)
-	_, err = s.Write(ctx, func(w *activity.Writer) error {
+	_, err = s.Write(ctx, func(w *activity.Tx) error {
 		_, err := w.Accept(activity.Execution{ID: id, Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 			Fingerprint: "hmac-sha256:two"})
 		return err
@@ -697,7 +697,7 @@ func TestBulkRowErrorNamesTheLine(t *testing.T) {
 	s, _ := activitytest.Open(t, activity.Options{})
 	var src activity.Source
 	var taken activity.ExecutionID
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		var err error
 		if src, err = w.AddSource(activity.Source{Format: "test", File: "a.jsonl", SHA256: strings.Repeat("a", 64)}); err != nil {
 			return err
@@ -711,7 +711,7 @@ func TestBulkRowErrorNamesTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := s.LogSize(ctx)
-	_, err = s.WriteBulk(ctx, func(w *activity.Writer) error {
+	_, err = s.WriteBulk(ctx, func(w *activity.Tx) error {
 		for line := int64(1); line <= 300; line++ {
 			e := activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
 				Source: activity.Provenance{Source: src.ID, Line: line}}
@@ -778,7 +778,7 @@ func TestMigrationFromVersion1(t *testing.T) {
 	if err != nil || e.State != activity.StateUnknown {
 		t.Fatalf("data after migration: %+v %v", e, err)
 	}
-	if _, err := s.Write(ctx, func(w *activity.Writer) error {
+	if _, err := s.Write(ctx, func(w *activity.Tx) error {
 		m, err := w.LatestMatch(e.Fingerprint, e.Actor, e.IntentScope)
 		if err != nil || m == nil || m.ID != e.ID {
 			return fmt.Errorf("latest match after migration: %+v %v", m, err)

@@ -69,7 +69,7 @@ func TestPropertyVerdictsNeverUnderstate(t *testing.T) {
 func generate(t *testing.T, s *activity.Store, rng *rand.Rand, n int) map[string]truth {
 	truths := map[string]truth{}
 	base := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		src, err := w.AddSource(activity.Source{Format: "property-test"})
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func generate(t *testing.T, s *activity.Store, rng *rand.Rand, n int) map[string
 
 // randomLifecycle records one execution: what really happened is drawn
 // first, then one of the truthful ways a log may show it.
-func randomLifecycle(w *activity.Writer, rng *rand.Rand, id activity.ExecutionID, tool string, args json.RawMessage,
+func randomLifecycle(w *activity.Tx, rng *rand.Rand, id activity.ExecutionID, tool string, args json.RawMessage,
 	run activity.RunID, at time.Time, prov activity.Provenance) (bool, error) {
 	contract := activity.Contracts[1+rng.IntN(3)]
 	var notRecorded []activity.Fact

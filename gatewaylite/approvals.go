@@ -28,7 +28,7 @@ func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, i
 		}
 	}
 	var next activity.Execution
-	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
 		e, err := w.Execution(exec.ID)
 		if err != nil {
 			return err
@@ -72,7 +72,7 @@ func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Tim
 			return a, nil
 		}
 		if time.Now().After(deadline) {
-			_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+			_, err := g.store.Write(ctx, func(w *activity.Tx) error {
 				_, err := w.DecideApproval(id, activity.ApprovalExpired, "gateway",
 					fmt.Sprintf("no answer within %s", g.cfg.ApprovalTimeout.Duration))
 				return err

@@ -97,7 +97,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	var exec activity.Execution
 	var rec activity.Recovery
 	var waiting []string // approvals the new execution waits on
-	_, err = g.store.Write(ctx, func(w *activity.Writer) error {
+	_, err = g.store.Write(ctx, func(w *activity.Tx) error {
 		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
 		if err != nil {
 			return err
@@ -168,7 +168,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 // approval need an operator's approval, and the execution waits in state
 // accepted for them (returned as the approvals to wait on). Otherwise
 // "dispatched" is made durable here, before any byte leaves.
-func (g *Gateway) authorize(w *activity.Writer, e activity.Execution, spec *toolSpec, run runInfo, call activity.CallID) (activity.Execution, []string, error) {
+func (g *Gateway) authorize(w *activity.Tx, e activity.Execution, spec *toolSpec, run runInfo, call activity.CallID) (activity.Execution, []string, error) {
 	locked, reason, err := w.VaultLocked()
 	if err != nil {
 		return e, nil, err
@@ -216,7 +216,7 @@ func (g *Gateway) authorize(w *activity.Writer, e activity.Execution, spec *tool
 	return e, nil, err
 }
 
-func (g *Gateway) authorizeAndDispatch(w *activity.Writer, e activity.Execution, call activity.CallID, why string) (activity.Execution, error) {
+func (g *Gateway) authorizeAndDispatch(w *activity.Tx, e activity.Execution, call activity.CallID, why string) (activity.Execution, error) {
 	e, err := w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateAccepted, To: activity.StateAuthorized, CallID: call, Reason: why})
 	if err != nil {
 		return e, err
@@ -297,7 +297,7 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 		}
 	} else if exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized {
 		var err error
-		_, err = g.store.Write(ctx, func(w *activity.Writer) error {
+		_, err = g.store.Write(ctx, func(w *activity.Tx) error {
 			if exec.State == activity.StateAccepted {
 				if exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAccepted, To: activity.StateAuthorized}); err != nil {
 					return err
@@ -343,7 +343,7 @@ func (g *Gateway) block(ctx context.Context, exec activity.Execution) activity.E
 // recordOutcome stores the result and records the observed state.
 func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, out Outcome, prefix string) activity.Execution {
 	var next activity.Execution
-	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
 		t := activity.Transition{ExecutionID: exec.ID, From: exec.State, To: out.State, TargetStatus: out.Status,
 			ExitCode: out.ExitCode, Reason: prefix + out.Reason}
 		if len(out.Result) > 0 {
@@ -371,7 +371,7 @@ func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, ou
 
 func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to activity.State, reason string) (activity.Execution, error) {
 	var next activity.Execution
-	_, err := g.store.Write(ctx, func(w *activity.Writer) error {
+	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
 		var err error
 		next, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: exec.State, To: to, Reason: reason})
 		return err
@@ -385,7 +385,7 @@ func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to ac
 // recordRefused records a call that created no execution.
 func (g *Gateway) recordRefused(ctx context.Context, c activity.Call) {
 	c.Disposition = activity.DispositionRefused
-	if _, err := g.store.Write(ctx, func(w *activity.Writer) error {
+	if _, err := g.store.Write(ctx, func(w *activity.Tx) error {
 		_, err := w.RecordCall(c)
 		return err
 	}); err != nil {

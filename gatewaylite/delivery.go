@@ -128,7 +128,7 @@ func (d *deliveries) stop() { close(d.done) }
 // record writes delivery transitions. A transition the state machine
 // refuses (already delivered by a retry, say) is skipped, not an error.
 func (d *deliveries) record(evs []deliveryEvent) {
-	_, err := d.g.store.Write(context.Background(), func(w *activity.Writer) error {
+	_, err := d.g.store.Write(context.Background(), func(w *activity.Tx) error {
 		for _, ev := range evs {
 			e, err := w.Execution(ev.id)
 			if err != nil {

@@ -236,7 +236,7 @@ func TestReadOnlyRepeatsAreNotDeduplicated(t *testing.T) {
 
 func TestVaultLockRefusesAndRetryGetsSameRefusal(t *testing.T) {
 	h := newHarness(t, "")
-	if _, err := h.store.Write(ctx, func(w *activity.Writer) error { return w.SetVault(true, "alice", "incident 4711") }); err != nil {
+	if _, err := h.store.Write(ctx, func(w *activity.Tx) error { return w.SetVault(true, "alice", "incident 4711") }); err != nil {
 		t.Fatal(err)
 	}
 	cs := h.connect(loopback.ProtocolStateless, false)

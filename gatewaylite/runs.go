@@ -84,7 +84,7 @@ func (t *runTracker) identify(ctx context.Context, ci callInfo, meta map[string]
 // gateway restart) or records a new one with its session grant.
 func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIdentification, evidence string) (activity.RunID, error) {
 	var id activity.RunID
-	_, err := t.g.store.Write(ctx, func(w *activity.Writer) error {
+	_, err := t.g.store.Write(ctx, func(w *activity.Tx) error {
 		if by == activity.RunByMetaID {
 			prior, err := w.FindRun(actor, by, evidence)
 			if err != nil {
@@ -112,6 +112,6 @@ func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIde
 }
 
 func (t *runTracker) end(ctx context.Context, id activity.RunID, at time.Time) error {
-	_, err := t.g.store.Write(ctx, func(w *activity.Writer) error { return w.EndRun(id, at) })
+	_, err := t.g.store.Write(ctx, func(w *activity.Tx) error { return w.EndRun(id, at) })
 	return err
 }

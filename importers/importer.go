@@ -156,7 +156,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	}
 	defer in.Close()
 	defer gctune.Raise(importGCPercent)()
-	_, err = s.WriteBulk(ctx, func(w *activity.Writer) error {
+	_, err = s.WriteBulk(ctx, func(w *activity.Tx) error {
 		k := &sink{w: w, file: path, opts: &opts, skip: opts.SkipBad, rep: &rep, src: activity.NewSourceID(w.Now()),
 			progress: opts.Progress, size: size, in: in}
 		if err := dec.decode(ctx, in, k); err != nil {

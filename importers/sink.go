@@ -11,7 +11,7 @@ import (
 // id for provenance, and the file's report. Bad records go through bad,
 // which refuses the file or, with --skip-bad, counts them.
 type sink struct {
-	w        *activity.Writer
+	w        *activity.Tx
 	src      activity.SourceID
 	file     string
 	opts     *Options
@@ -69,7 +69,7 @@ func (k *sink) tick() {
 }
 
 // records is how many log records the import appended.
-func (k *sink) records(w *activity.Writer) int64 { return w.Appended() }
+func (k *sink) records(w *activity.Tx) int64 { return w.Appended() }
 
 // run starts a run, counting it.
 func (k *sink) run(r activity.Run) (activity.Run, error) {

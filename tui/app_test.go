@@ -385,7 +385,7 @@ func TestPendingApprovals(t *testing.T) {
 	m, s, _ := newTestModel(t, 120, 30)
 	var ids []string
 	for _, tool := range []string{"charge_card", "rotate_credential"} {
-		_, err := s.Write(ctx, func(w *activity.Writer) error {
+		_, err := s.Write(ctx, func(w *activity.Tx) error {
 			a, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, Actor: "agent:deployer", Tool: tool, CredentialRef: "stripe", Summary: "use the " + tool + " credential"})
 			ids = append(ids, a.ID)
 			return err

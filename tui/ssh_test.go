@@ -25,13 +25,13 @@ func TestSSHExecutionInDetail(t *testing.T) {
 	const target = "deploy@10.0.4.7:22 SHA256:Qm9vZ2xlIGhvc3Qga2V5IGZpbmdlcnByaW50AAAA"
 	args := json.RawMessage(`{"version":"42"}`)
 	var id activity.ExecutionID
-	write := func(fn func(w *activity.Writer) error) {
+	write := func(fn func(w *activity.Tx) error) {
 		t.Helper()
 		if _, err := s.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(w *activity.Writer) error {
+	write(func(w *activity.Tx) error {
 		run, err := w.StartRun(activity.Run{Actor: "agent:ops", IdentifiedBy: activity.RunByMetaID, Evidence: "run-1"})
 		if err != nil {
 			return err
@@ -54,7 +54,7 @@ func TestSSHExecutionInDetail(t *testing.T) {
 		return err
 	})
 	for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateUnknown, activity.StateSucceeded, activity.StateDelivered} {
-		write(func(w *activity.Writer) error {
+		write(func(w *activity.Tx) error {
 			tr := activity.Transition{ExecutionID: id, To: to}
 			switch to {
 			case activity.StateUnknown:

@@ -62,7 +62,7 @@ func Open(tb testing.TB, opts activity.Options) (*activity.Store, string) {
 func Incident(ctx context.Context, s *activity.Store) (map[string]activity.ExecutionID, error) {
 	ids := map[string]activity.ExecutionID{}
 	var runA, runB activity.Run
-	_, err := s.Write(ctx, func(w *activity.Writer) error {
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		if _, err := w.AddSource(activity.Source{Format: "gateway", Note: "activitytest incident"}); err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 	}
 	for i, st := range steps {
 		var id activity.ExecutionID
-		_, err := s.Write(ctx, func(w *activity.Writer) error {
+		_, err := s.Write(ctx, func(w *activity.Tx) error {
 			id = activity.NewExecutionID(w.Now())
 			call, err := w.RecordCall(activity.Call{RunID: st.run.ID, Actor: st.run.Actor, Method: "tools/call", Tool: st.tool,
 				JSONRPCID: activity.Some(fmt.Sprint(i + 2)), SessionID: activity.Some("mcp-sess-" + string(st.run.Evidence)),
@@ -139,7 +139,7 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 		}
 		ids[st.name] = id
 		for _, to := range st.path {
-			_, err := s.Write(ctx, func(w *activity.Writer) error {
+			_, err := s.Write(ctx, func(w *activity.Tx) error {
 				t := activity.Transition{ExecutionID: id, To: to}
 				switch to {
 				case activity.StateSucceeded:
@@ -163,7 +163,7 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 			}
 		}
 		if st.retry {
-			_, err := s.Write(ctx, func(w *activity.Writer) error {
+			_, err := s.Write(ctx, func(w *activity.Tx) error {
 				_, err := w.RecordCall(activity.Call{RunID: st.run.ID, Actor: st.run.Actor, Method: "tools/call", Tool: st.tool,
 					JSONRPCID: activity.Some(fmt.Sprint(100 + i)), Arguments: json.RawMessage(st.args),
 					Disposition: activity.DispositionAttached, ExecutionID: id, Reason: "same fingerprint, same run"})
@@ -174,7 +174,7 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 			}
 		}
 	}
-	_, err = s.Write(ctx, func(w *activity.Writer) error {
+	_, err = s.Write(ctx, func(w *activity.Tx) error {
 		if _, err := w.Transition(activity.Transition{ExecutionID: ids["deploy"], To: activity.StateDelivered, Reason: "stored result returned to the retry"}); err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func Incident(ctx context.Context, s *activity.Store) (map[string]activity.Execu
 func Fill(ctx context.Context, s *activity.Store, n, batch int) error {
 	written := 0
 	for written < n {
-		recs, err := s.Write(ctx, func(w *activity.Writer) error {
+		recs, err := s.Write(ctx, func(w *activity.Tx) error {
 			for len(w.Records()) < batch && written+len(w.Records()) < n {
 				if err := oneExecution(w, written+len(w.Records())); err != nil {
 					return err
@@ -209,7 +209,7 @@ func Fill(ctx context.Context, s *activity.Store, n, batch int) error {
 	return nil
 }
 
-func oneExecution(w *activity.Writer, i int) error {
+func oneExecution(w *activity.Tx, i int) error {
 	args := json.RawMessage(fmt.Sprintf(`{"service":"svc-%d","version":"1.%d.0"}`, i%97, i%13))
 	id := activity.NewExecutionID(w.Now())
 	call, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release",
@@ -247,7 +247,7 @@ func oneExecution(w *activity.Writer, i int) error {
 func FillMixed(ctx context.Context, s *activity.Store, n, batch, suspectEvery int) error {
 	written, i := 0, 0
 	for written < n {
-		recs, err := s.Write(ctx, func(w *activity.Writer) error {
+		recs, err := s.Write(ctx, func(w *activity.Tx) error {
 			for len(w.Records()) < batch && written+len(w.Records()) < n {
 				i++
 				args := json.RawMessage(fmt.Sprintf(`{"n":%d,"service":"svc-%d"}`, i, i%97))
@@ -281,7 +281,7 @@ func FillMixed(ctx context.Context, s *activity.Store, n, batch, suspectEvery in
 
 var mixedStart = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
-func mixedExecution(w *activity.Writer, i int, args json.RawMessage, at time.Time) (activity.ExecutionID, error) {
+func mixedExecution(w *activity.Tx, i int, args json.RawMessage, at time.Time) (activity.ExecutionID, error) {
 	id := activity.NewExecutionID(at)
 	call, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release", ReceivedAt: at,
 		JSONRPCID: activity.Some(fmt.Sprint(i)), Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id})

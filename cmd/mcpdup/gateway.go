@@ -127,7 +127,7 @@ func setVault(g *Globals, locked bool, operator, reason string) error {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.Write(ctx, func(w *activity.Writer) error { return w.SetVault(locked, operator, reason) }); err != nil {
+	if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.SetVault(locked, operator, reason) }); err != nil {
 		return err
 	}
 	_, note, err := s.Vault(ctx)

@@ -1,0 +1,238 @@
+package activity
+
+// Group commit: concurrent writes share one transaction and one fsync.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Write runs fn in a transaction and commits it durably before returning:
+// when Write returns nil, every event fn wrote is on disk. If fn returns an
+// error nothing it wrote is kept. Writers in other processes wait (BEGIN
+// IMMEDIATE plus the busy timeout).
+//
+// Concurrent Writes share commits: a single committer runs each waiting fn
+// in its own savepoint of one transaction and commits once, so sixteen
+// callers pay for one fsync instead of sixteen. fn must only touch the
+// store through w and must not call Write itself.
+func (s *Store) Write(ctx context.Context, fn func(w *Tx) error) ([]Record, error) {
+	return s.write(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)})
+}
+
+// WriteBulk is Write for a long import: rows are inserted many per
+// statement on a goroutine of their own, only the first record appended
+// is returned, and the transaction carries this write alone. (Shared with
+// others, it would run in a savepoint, whose journal holds in memory the
+// original of every page the import changes.)
+func (s *Store) WriteBulk(ctx context.Context, fn func(w *Tx) error) ([]Record, error) {
+	bulk := func(w *Tx) error {
+		w.bulkMode()
+		return fn(w)
+	}
+	return s.write(ctx, &writeReq{ctx: ctx, fn: bulk, bulk: true, done: make(chan writeResult, 1)})
+}
+
+func (s *Store) write(ctx context.Context, req *writeReq) ([]Record, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case s.writes <- req:
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+	res := <-req.done
+	if res.err != nil {
+		return nil, res.err
+	}
+	if s.signer != nil {
+		reason := SealReason("")
+		if res.resolved {
+			reason = SealResolution
+		}
+		if _, err := s.sealIfDue(ctx, reason); err != nil {
+			return res.records, err
+		}
+	}
+	return res.records, nil
+}
+
+// ErrClosed is returned by writes to a closed store.
+var ErrClosed = errors.New("store is closed")
+
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	bulk bool // WriteBulk: committed alone
+	done chan writeResult
+}
+
+type writeResult struct {
+	records  []Record
+	resolved bool
+	err      error
+}
+
+// maxBatch bounds how many waiting writes one commit carries.
+const maxBatch = 64
+
+// commitLoop is the single committer. It exits when the store closes,
+// after answering every write already queued.
+func (s *Store) commitLoop() {
+	defer s.committer.Done()
+	var next *writeReq // a bulk write drained behind others: it goes alone, next
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-s.writes:
+			case <-s.closing:
+				s.commitRemaining()
+				return
+			}
+		}
+		batch := []*writeReq{first}
+	drain:
+		for !first.bulk && len(batch) < maxBatch {
+			select {
+			case req := <-s.writes:
+				if req.bulk {
+					next = req
+					break drain
+				}
+				batch = append(batch, req)
+			default:
+				break drain
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// commitRemaining commits, one by one, the writes still waiting when the
+// store closes.
+func (s *Store) commitRemaining() {
+	for {
+		select {
+		case req := <-s.writes:
+			s.commitBatch([]*writeReq{req})
+		default:
+			return
+		}
+	}
+}
+
+// commitBatch runs each request in its own savepoint and commits once.
+func (s *Store) commitBatch(batch []*writeReq) {
+	results := make([]writeResult, len(batch))
+	answer := func() {
+		for i, req := range batch {
+			req.done <- results[i]
+		}
+	}
+	bg := context.Background()
+	tx, err := s.w.BeginTx(bg, nil)
+	if err != nil {
+		for i := range results {
+			results[i].err = fmt.Errorf("begin write: %w", err)
+		}
+		answer()
+		return
+	}
+	defer tx.Rollback()
+	chain := &Tx{s: s, tx: tx, ctx: bg} // carries head, next and edge between requests
+	kept := 0
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			results[i].err = err
+			continue
+		}
+		results[i] = s.runOne(tx, chain, req, i, len(batch) == 1)
+		if results[i].err == nil {
+			kept++
+		}
+	}
+	if kept > 0 {
+		if err := tx.Commit(); err != nil {
+			for i := range results {
+				if results[i].err == nil {
+					results[i] = writeResult{err: fmt.Errorf("commit: %w", err)}
+				}
+			}
+			answer()
+			return
+		}
+		s.afterCommit(chain)
+	}
+	answer()
+}
+
+// runOne runs one request inside a savepoint of the batch transaction and
+// carries the chain state forward only if it succeeds.
+func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) writeResult {
+	// A request alone in its batch needs no savepoint: on error the whole
+	// transaction is rolled back. Savepoints copy every page they touch.
+	sp := fmt.Sprintf("w%d", i)
+	if !alone {
+		if _, err := tx.Exec("SAVEPOINT " + sp); err != nil {
+			return writeResult{err: fmt.Errorf("savepoint: %w", err)}
+		}
+	}
+	// Statements must not see the caller's cancellation: SQLite answers an
+	// interrupted write by rolling back the whole transaction, which here
+	// holds other callers' writes too.
+	w := &Tx{s: s, tx: tx, ctx: context.WithoutCancel(req.ctx), now: s.opts.Now().UTC(),
+		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded}
+	err := req.fn(w)
+	if err == nil {
+		err = w.Sync()
+	}
+	if berr := w.endBulk(); err == nil {
+		err = berr
+	}
+	if err != nil {
+		if alone {
+			return writeResult{err: err}
+		}
+		if _, rerr := tx.Exec("ROLLBACK TO " + sp); rerr != nil {
+			return writeResult{err: errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))}
+		}
+		tx.Exec("RELEASE " + sp)
+		return writeResult{err: err}
+	}
+	if !alone {
+		if _, err := tx.Exec("RELEASE " + sp); err != nil {
+			return writeResult{err: fmt.Errorf("release savepoint: %w", err)}
+		}
+	}
+	chain.head, chain.next, chain.edge, chain.loaded = w.head, w.next, w.edge, w.loaded
+	chain.runs = append(chain.runs, w.runs...)
+	if len(w.records) > 0 {
+		chain.records = append(chain.records, w.records[0])
+	}
+	return writeResult{records: w.records, resolved: w.resolved}
+}
+
+// afterCommit updates what this process caches about the log.
+func (s *Store) afterCommit(chain *Tx) {
+	s.prepareNoted(context.Background())
+	for _, id := range chain.runs {
+		s.knownRuns.Store(id, true)
+	}
+	if chain.loaded {
+		s.edgeMu.Lock()
+		s.edge, s.edgeSize = chain.edge, chain.next
+		s.edge.Fallback = nil
+		s.edgeMu.Unlock()
+	}
+	if len(chain.records) > 0 {
+		s.tail.noteWrite(chain.next, chain.records[0].Time)
+	}
+}

@@ -1,0 +1,297 @@
+package activity
+
+// Domain events: sources, runs and grants, calls, executions and their
+// transitions, results, and events imported from other logs.
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AddSource records where the following records come from (an import
+// marker, or a gateway announcing itself).
+func (w *Tx) AddSource(src Source) (Source, error) {
+	if src.ID == "" {
+		src.ID = NewSourceID(w.now)
+	}
+	if src.ImportedAt.IsZero() {
+		src.ImportedAt = w.now
+	}
+	src.ImportedAt = src.ImportedAt.UTC()
+	if src.Format == "" {
+		return src, errors.New("source: format is required")
+	}
+	rec, err := w.append(KindSource, src)
+	if err != nil {
+		return src, err
+	}
+	return src, w.exec(`INSERT INTO sources(id, format, file, sha256, imported_at, records, skipped, note, seq) VALUES (?,?,?,?,?,?,?,?,?)`,
+		src.ID, src.Format, nullString(src.File), nullString(src.SHA256), FormatTime(src.ImportedAt),
+		src.Records, src.Skipped, nullString(src.Note), rec.Seq)
+}
+
+// StartRun records an agent run in the Sessions log.
+func (w *Tx) StartRun(run Run) (Run, error) {
+	if run.ID == "" {
+		run.ID = NewRunID(w.now)
+	}
+	if run.StartedAt.IsZero() {
+		run.StartedAt = w.now
+	}
+	run.StartedAt = run.StartedAt.UTC()
+	if run.Actor == "" || run.IdentifiedBy == "" {
+		return run, fmt.Errorf("run %s: actor and identified_by are required", run.ID)
+	}
+	rec, err := w.append(KindRun, run)
+	if err != nil {
+		return run, err
+	}
+	w.runs = append(w.runs, run.ID)
+	if w.runsSeen == nil {
+		w.runsSeen = map[RunID]bool{}
+	}
+	w.runsSeen[run.ID] = true
+	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		run.ID, run.Actor, string(run.IdentifiedBy), run.Evidence, FormatTime(run.StartedAt), nullTime(run.EndedAt),
+		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq)
+}
+
+// EndRun records that a run ended.
+func (w *Tx) EndRun(id RunID, at time.Time) error {
+	if at.IsZero() {
+		at = w.now
+	}
+	var ended sql.NullString
+	if err := w.queryRow(`SELECT ended_at FROM runs WHERE id = ?`, string(id)).Scan(&ended); err != nil {
+		return fmt.Errorf("end run %s: %w", id, notFound(err))
+	}
+	if ended.Valid {
+		return fmt.Errorf("end run %s: already ended at %s", id, ended.String)
+	}
+	if _, err := w.append(KindRunEnd, RunEnd{RunID: id, At: at.UTC()}); err != nil {
+		return err
+	}
+	return w.exec(`UPDATE runs SET ended_at = ? WHERE id = ?`, FormatTime(at), string(id))
+}
+
+// AddGrant records a grant held by a run.
+func (w *Tx) AddGrant(g Grant) error {
+	if g.GrantedAt.IsZero() {
+		g.GrantedAt = w.now
+	}
+	g.GrantedAt = g.GrantedAt.UTC()
+	if err := w.requireRun(g.RunID); err != nil {
+		return fmt.Errorf("grant: %w", err)
+	}
+	rec, err := w.append(KindGrant, g)
+	if err != nil {
+		return err
+	}
+	return w.exec(`INSERT INTO grants(seq, run_id, scope, granted_by, granted_at) VALUES (?,?,?,?,?)`,
+		rec.Seq, string(g.RunID), g.Scope, g.GrantedBy, FormatTime(g.GrantedAt))
+}
+
+func (w *Tx) requireRun(id RunID) error {
+	if id == "" {
+		return nil
+	}
+	if _, ok := w.s.knownRuns.Load(id); ok || w.runsSeen[id] {
+		return nil
+	}
+	var one int
+	err := w.queryRow(`SELECT 1 FROM runs WHERE id = ?`, string(id)).Scan(&one)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, notFound(err))
+	}
+	w.runs = append(w.runs, id)
+	if w.runsSeen == nil {
+		w.runsSeen = map[RunID]bool{}
+	}
+	w.runsSeen[id] = true
+	return nil
+}
+
+// RecordCall records a protocol call. A call that attaches to an execution
+// names it; the execution must exist.
+func (w *Tx) RecordCall(c Call) (Call, error) {
+	if c.ReceivedAt.IsZero() {
+		c.ReceivedAt = w.now
+	}
+	c.ReceivedAt = c.ReceivedAt.UTC()
+	if c.ID == "" {
+		// From the call's own time, like an execution's: ids then grow
+		// with the log, and an import appends to the id index instead of
+		// scattering one transaction's calls over it at random.
+		c.ID = NewCallID(c.ReceivedAt)
+	}
+	if c.Method == "" || c.Disposition == "" {
+		return c, fmt.Errorf("call %s: method and disposition are required", c.ID)
+	}
+	if err := w.requireRun(c.RunID); err != nil {
+		return c, fmt.Errorf("call %s: %w", c.ID, err)
+	}
+	if c.Disposition == DispositionAttached {
+		if _, err := w.Execution(c.ExecutionID); err != nil {
+			return c, fmt.Errorf("call %s attaches to %w", c.ID, err)
+		}
+	}
+	rec, err := w.append(KindCall, c)
+	if err != nil {
+		return c, err
+	}
+	return c, w.insert(&w.callRows, callInsert,
+		string(c.ID), nullString(string(c.RunID)), c.Actor, c.Method, nullString(c.Tool), nullOpt(c.JSONRPCID), nullOpt(c.SessionID),
+		nullOpt(c.StreamID), nullOpt(c.EventID), nullOpt(c.ProtocolVersion), FormatTime(c.ReceivedAt), nullBytes(c.Arguments),
+		string(c.Disposition), nullString(string(c.ExecutionID)), nullString(c.Reason),
+		nullString(string(c.Source.Source)), nullInt(c.Source.Line), rec.Seq)
+}
+
+// Accept records a new execution in state accepted. Its identity (action,
+// fingerprint, contract) is fixed from here on.
+func (w *Tx) Accept(e Execution) (Execution, error) {
+	if e.ID == "" {
+		e.ID = NewExecutionID(w.now)
+	}
+	if e.State == "" {
+		e.State = StateAccepted
+	}
+	if e.State != StateAccepted {
+		return e, fmt.Errorf("execution %s: a new execution starts in state accepted, not %s", e.ID, e.State)
+	}
+	if e.Contract == "" {
+		e.Contract = ContractBlockedAfterUnknown
+	}
+	if _, err := ParseContract(string(e.Contract)); err != nil {
+		return e, fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	if e.Tool == "" || e.Actor == "" || e.Channel == "" {
+		return e, fmt.Errorf("execution %s: actor, tool and channel are required", e.ID)
+	}
+	if len(e.Arguments) == 0 {
+		e.Arguments = []byte("{}")
+	}
+	if !e.Times.Accepted.OK && e.Source.IsZero() {
+		e.Times.Accepted = Some(w.now) // live records always know when
+	}
+	if err := w.requireRun(e.RunID); err != nil {
+		return e, fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	e.Attached = nil
+	rec, err := w.append(KindExecution, e)
+	if err != nil {
+		return e, err
+	}
+	// The unique index on unresolved live executions reads the rows: write
+	// the states this transaction changed before inserting another.
+	// Imported executions are exempt from it; a bulk writer flushes them
+	// in batches.
+	if e.Source.IsZero() || len(w.dirty) >= maxBulkDirty {
+		if err := w.flush(); err != nil {
+			return e, err
+		}
+	}
+	// The row itself is inserted by flush, with the state the request
+	// leaves it in: accepting and dispatching in one request is one INSERT.
+	w.cache(e, true, rec.Seq)
+	ent := w.execs[e.ID]
+	ent.insertSeq, ent.pending = rec.Seq, true
+	return e, w.insertTransition(rec.Seq, Transition{ExecutionID: e.ID, To: StateAccepted, At: e.Times.Accepted, CallID: e.CreatedByCall})
+}
+
+// Transition moves an execution to another state, checked against the
+// state machine, and returns the execution as it now is.
+func (w *Tx) Transition(t Transition) (Execution, error) {
+	e, err := w.Execution(t.ExecutionID)
+	if err != nil {
+		return e, err
+	}
+	return w.transition(e, t, false)
+}
+
+// transition applies t to e (Execution.Apply) and records it. Only an
+// operator's resolution (byOperator) settles an outcome as verified or
+// rejected_by_operator.
+func (w *Tx) transition(e Execution, t Transition, byOperator bool) (Execution, error) {
+	if t.At.OK {
+		t.At.V = t.At.V.UTC()
+	} else if e.Source.IsZero() {
+		t.At = Some(w.now) // live records always know when
+	}
+	if t.From == "" {
+		t.From = e.State
+	}
+	next := e
+	if err := next.Apply(t); err != nil {
+		return e, err
+	}
+	if !byOperator && (t.To == StateVerified || t.To == StateRejectedByOperator) {
+		return e, fmt.Errorf("execution %s: %s is set by an operator resolution (Resolve), not a transition", e.ID, t.To)
+	}
+	rec, err := w.append(KindTransition, t)
+	if err != nil {
+		return e, err
+	}
+	if err := w.insertTransition(rec.Seq, t); err != nil {
+		return e, err
+	}
+	w.cache(next, true, rec.Seq)
+	return next, nil
+}
+
+func (w *Tx) insertTransition(seq int64, t Transition) error {
+	return w.insert(&w.transitionRows, transitionInsert,
+		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
+		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)))
+}
+
+// PutResult stores a target's result content and returns its reference, so
+// a retry can be answered without touching the target again.
+func (w *Tx) PutResult(content []byte) (string, error) {
+	sum := sha256.Sum256(content)
+	ref := "sha256:" + hex.EncodeToString(sum[:])
+	err := w.exec(`INSERT OR IGNORE INTO results(ref, content, created_at) VALUES (?,?,?)`, ref, content, FormatTime(w.now))
+	return ref, err
+}
+
+// ImportVault records a vault event another log recorded, with its own
+// time. It does not change this database's vault.
+func (w *Tx) ImportVault(ev VaultEvent) error {
+	if ev.Operator == "" || ev.At.IsZero() {
+		return errors.New("vault event: operator and time are required")
+	}
+	ev.At = ev.At.UTC()
+	_, err := w.append(KindVault, ev)
+	return err
+}
+
+// ImportApproval records an approval exactly as another log recorded it:
+// a request, or a decision with its own times. A decision updates the row
+// of its request, or creates it when the request is not in this log.
+func (w *Tx) ImportApproval(a Approval) error {
+	if a.ID == "" || a.RequestedAt.IsZero() {
+		return errors.New("approval: id and requested_at are required")
+	}
+	if a.Kind != ApprovalSession && a.Kind != ApprovalPerUse {
+		return fmt.Errorf("approval %s: unknown kind %q", a.ID, a.Kind)
+	}
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return err
+	}
+	var decidedAt, decidedSeq any
+	if a.State != ApprovalPending {
+		decidedSeq = rec.Seq
+		if a.DecidedAt.OK {
+			decidedAt = FormatTime(a.DecidedAt.V)
+		}
+	}
+	return w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq, decided_at, operator, note, decided_seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET state = excluded.state, decided_at = excluded.decided_at, operator = excluded.operator, note = excluded.note, decided_seq = excluded.decided_seq`,
+		a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)), a.Actor, nullString(a.Tool),
+		nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq, decidedAt, nullString(a.Operator), nullString(a.Note), decidedSeq)
+}

@@ -1,0 +1,155 @@
+package activity
+
+// Operator actions: resolutions of unknown outcomes, the vault lock, and
+// approvals (asked by the gateway, answered by an operator).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Resolve records an operator's decision about an execution whose outcome
+// is unknown or pending verification, and moves it to verified or
+// rejected_by_operator. The store seals a checkpoint after the commit.
+func (w *Tx) Resolve(r Resolution) (Execution, error) {
+	e, err := w.Execution(r.ExecutionID)
+	if err != nil {
+		return e, err
+	}
+	if r.Outcome != ResolutionVerified && r.Outcome != ResolutionRejected {
+		return e, fmt.Errorf("resolve %s: outcome must be verified or rejected, not %q", e.ID, r.Outcome)
+	}
+	if r.Operator == "" {
+		return e, fmt.Errorf("resolve %s: operator is required", e.ID)
+	}
+	if strings.TrimSpace(r.Note) == "" {
+		return e, fmt.Errorf("resolve %s: a note is required (what did you check?)", e.ID)
+	}
+	for field, v := range map[string]string{"operator": r.Operator, "evidence": r.Evidence} {
+		if err := validateText(field, v); err != nil {
+			return e, fmt.Errorf("resolve %s: %w", e.ID, err)
+		}
+	}
+	if !e.State.OutcomeUnresolved() {
+		return e, fmt.Errorf("resolve %s: its outcome is not unknown (state %s); only unknown or pending_verification executions are resolved", e.ID, e.State)
+	}
+	if err := CheckTransition(e.ID, e.Contract, e.State, r.Outcome.State()); err != nil {
+		return e, err
+	}
+	if r.At.IsZero() {
+		r.At = w.now
+	}
+	r.At = r.At.UTC()
+	rec, err := w.append(KindResolution, r)
+	if err != nil {
+		return e, err
+	}
+	if err := w.exec(`INSERT INTO resolutions(seq, execution_id, outcome, operator, note, evidence, at) VALUES (?,?,?,?,?,?,?)`,
+		rec.Seq, string(r.ExecutionID), string(r.Outcome), r.Operator, r.Note, nullString(r.Evidence), FormatTime(r.At)); err != nil {
+		return e, err
+	}
+	w.resolved = true
+	return w.transition(e, Transition{ExecutionID: e.ID, From: e.State, To: r.Outcome.State(), At: Some(r.At),
+		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note)}, true)
+}
+
+// SetVault locks or unlocks the vault, recording who and why.
+func (w *Tx) SetVault(locked bool, operator, reason string) error {
+	if operator == "" {
+		return errors.New("vault: operator is required")
+	}
+	ev := VaultEvent{Locked: locked, Operator: operator, Reason: reason, At: w.now}
+	if _, err := w.append(KindVault, ev); err != nil {
+		return err
+	}
+	state := "unlocked"
+	if locked {
+		state = "locked"
+	}
+	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+		state+" by "+operator+": "+reason)
+}
+
+// RequestApproval records a pending approval and returns it.
+func (w *Tx) RequestApproval(a Approval) (Approval, error) {
+	if a.ID == "" {
+		a.ID = newID("apv_", w.now)
+	}
+	if a.Kind != ApprovalSession && a.Kind != ApprovalPerUse {
+		return a, fmt.Errorf("approval: unknown kind %q", a.Kind)
+	}
+	a.State, a.RequestedAt, a.DecidedAt = ApprovalPending, w.now, Opt[time.Time]{}
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return a, err
+	}
+	return a, w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)),
+		a.Actor, nullString(a.Tool), nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq)
+}
+
+// DecideApproval answers a pending approval. Answering one that is no
+// longer pending is an error: decisions are final.
+func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note string) (Approval, error) {
+	a, err := w.Approval(id)
+	if err != nil {
+		return a, err
+	}
+	if a.State != ApprovalPending {
+		return a, fmt.Errorf("approval %s is already %s", id, a.State)
+	}
+	if state != ApprovalApproved && state != ApprovalDenied && state != ApprovalExpired {
+		return a, fmt.Errorf("approval %s: cannot decide %q", id, state)
+	}
+	if operator == "" {
+		return a, fmt.Errorf("approval %s: operator is required", id)
+	}
+	a.State, a.DecidedAt, a.Operator, a.Note = state, Some(w.now), operator, note
+	rec, err := w.append(KindApproval, a)
+	if err != nil {
+		return a, err
+	}
+	if a.Kind == ApprovalSession && state == ApprovalApproved && a.RunID != "" {
+		if err := w.AddGrant(Grant{RunID: a.RunID, Scope: "session", GrantedBy: "operator:" + operator}); err != nil {
+			return a, err
+		}
+	}
+	return a, w.exec(`UPDATE approvals SET state = ?, decided_at = ?, operator = ?, note = ?, decided_seq = ? WHERE id = ?`,
+		string(a.State), FormatTime(w.now), operator, nullString(note), rec.Seq, id)
+}
+
+// DecideApproval answers a pending approval in its own transaction: the
+// one path the CLI and the console use.
+func (s *Store) DecideApproval(ctx context.Context, id string, state ApprovalState, operator, note string) (Approval, error) {
+	var a Approval
+	_, err := s.Write(ctx, func(w *Tx) error {
+		var err error
+		a, err = w.DecideApproval(id, state, operator, note)
+		return err
+	})
+	return a, err
+}
+
+// Resolve records an operator resolution in its own transaction and seals
+// a checkpoint over it. This is the one path the CLI and the console use.
+// The returned checkpoint is nil when this host has no signing key: the
+// resolution is then chained but unsealed until a host with the key seals.
+func (s *Store) Resolve(ctx context.Context, r Resolution) (Execution, *Checkpoint, error) {
+	var e Execution
+	_, err := s.Write(ctx, func(w *Tx) error {
+		var err error
+		e, err = w.Resolve(r)
+		return err
+	})
+	if err != nil {
+		return e, nil, err
+	}
+	if s.signer == nil {
+		return e, nil, nil
+	}
+	cp, err := s.LatestCheckpoint(ctx)
+	return e, cp, err
+}

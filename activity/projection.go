@@ -1,0 +1,95 @@
+package activity
+
+// The executions projection inside a transaction: executions read or
+// changed are cached, and flush writes each changed one's row once.
+
+import (
+	"fmt"
+)
+
+type execEntry struct {
+	e         Execution
+	dirty     bool
+	seq       int64 // updated_seq to write
+	insertSeq int64 // seq of the accepting record
+	pending   bool  // accepted in this transaction, row not yet inserted
+}
+
+// insertExecution adds the projection row of an execution accepted in
+// this transaction to the rows flush inserts.
+func (w *Tx) insertExecution(ent *execEntry) error {
+	e := ent.e
+	var window any
+	if e.Window.OK {
+		window = e.Window.V.Milliseconds()
+	}
+	return w.insert(&w.execRows, execInsert,
+		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope, e.EffectKey(),
+		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
+		nullString(string(e.CreatedByCall)), window, nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
+		nullString(string(e.Source.Source)), nullInt(e.Source.Line), ent.insertSeq, ent.seq,
+		nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
+		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
+		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)))
+}
+
+func (w *Tx) cache(e Execution, dirty bool, seq int64) {
+	if w.execs == nil {
+		w.execs = map[ExecutionID]*execEntry{}
+	}
+	ent := w.execs[e.ID]
+	if ent == nil {
+		ent = &execEntry{}
+		w.execs[e.ID] = ent
+	}
+	ent.e, ent.seq = e, seq
+	if dirty && !ent.dirty {
+		ent.dirty = true
+		w.dirty = append(w.dirty, ent)
+	}
+}
+
+// maxBulkDirty is how many imported executions may wait for flush.
+const maxBulkDirty = 1024
+
+// flush writes the projection rows of executions changed in this
+// transaction: several transitions of one execution cost one UPDATE, and
+// one accepted in it is inserted once, in its latest state, many rows per
+// statement.
+func (w *Tx) flush() error {
+	for _, ent := range w.dirty {
+		if ent.dirty && ent.pending {
+			if err := w.insertExecution(ent); err != nil {
+				return err
+			}
+			ent.dirty, ent.pending = false, false
+		}
+	}
+	if err := w.insertRows(&w.execRows); err != nil {
+		return err
+	}
+	for _, ent := range w.dirty {
+		if !ent.dirty {
+			continue
+		}
+		e := ent.e
+		err := w.exec(`UPDATE executions SET state=?, authorized_at=?, rejected_at=?, dispatched_at=?, observed_at=?, delivered_at=?, resolved_at=?,
+			target_status=?, exit_code=?, result_ref=?, error=?, outcome=?, updated_seq=? WHERE id=?`,
+			string(e.State), nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
+			nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
+			nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)), ent.seq, string(e.ID))
+		if err != nil {
+			return fmt.Errorf("execution %s: %w", e.ID, err)
+		}
+		ent.dirty = false
+	}
+	w.dirty = w.dirty[:0]
+	if w.bulk && len(w.execs) > maxBulkCache {
+		for id, ent := range w.execs {
+			if !ent.dirty {
+				delete(w.execs, id)
+			}
+		}
+	}
+	return nil
+}
