@@ -1,9 +1,11 @@
 // Package activity is mcpdup's one model of what agents asked for and what
 // happened: agent runs, protocol calls, executions and their lifecycle,
-// operator resolutions and import sources. It owns the state machine, the
-// SQLite store and the tamper-evident log every change is written to. The
-// gateway, the importers, the analysis and the console all read and write
-// through it; nothing else defines an execution.
+// operator resolutions and import sources. It owns the state machine
+// (Execution.Apply: how a transition changes an execution), the retry
+// policy (Decide: what a matching call gets), the SQLite store and the
+// tamper-evident log every change is written to. The gateway, the
+// importers, the analysis and the console all read and write through it;
+// nothing else defines an execution or decides a retry.
 package activity
 
 import (

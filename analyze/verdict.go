@@ -2,7 +2,9 @@
 // and walks each through the five questions of design.md ("Sequence
 // analysis"), citing the records that prove every answer and saying
 // "unknown" where the records are silent. It works on whatever filled the
-// store: the gateway or an importer.
+// store: the gateway or an importer. It also replays a suspect's calls
+// through the gateway's own retry policy (WhatIf, with contracts given as
+// data) and checks the lifecycle as a history. It decides; report/ renders.
 package analyze
 
 import "github.com/mcpdup/mcpdup/activity"
