@@ -30,16 +30,10 @@ var keys = globalKeys{
 // tabsHelp stands for 1–4 in the full help, to keep it narrow.
 var tabsHelp = key.NewBinding(key.WithKeys("1", "2", "3", "4"), key.WithHelp("1-4", "a view"))
 
-// viewKeys is what every child view offers for help.
-type viewKeys interface {
-	ShortHelp() []key.Binding
-	FullHelp() [][]key.Binding
-}
-
 // helpKeys joins the active view's keys with the global ones, so `?`
 // lists exactly the keys that work where the operator is.
 type helpKeys struct {
-	view   viewKeys
+	view   help.KeyMap // the focused view's keys
 	typing bool
 	detail bool // in a suspect's walk: no import
 }
