@@ -55,9 +55,9 @@ func (w *Tx) StartRun(run Run) (Run, error) {
 		w.runsSeen = map[RunID]bool{}
 	}
 	w.runsSeen[run.ID] = true
-	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq, source_record) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
 		run.ID, run.Actor, string(run.IdentifiedBy), run.Evidence, FormatTime(run.StartedAt), nullTime(run.EndedAt),
-		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq)
+		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq, nullString(run.Source.Record))
 }
 
 // EndRun records that a run ended.
@@ -147,7 +147,7 @@ func (w *Tx) RecordCall(c Call) (Call, error) {
 		string(c.ID), nullString(string(c.RunID)), c.Actor, c.Method, nullString(c.Tool), nullOpt(c.JSONRPCID), nullOpt(c.SessionID),
 		nullOpt(c.StreamID), nullOpt(c.EventID), nullOpt(c.ProtocolVersion), FormatTime(c.ReceivedAt), nullBytes(c.Arguments),
 		string(c.Disposition), nullString(string(c.ExecutionID)), nullString(c.Reason),
-		nullString(string(c.Source.Source)), nullInt(c.Source.Line), rec.Seq)
+		nullString(string(c.Source.Source)), nullInt(c.Source.Line), rec.Seq, nullString(c.Source.Record))
 }
 
 // Accept records a new execution in state accepted. Its identity (action,
@@ -243,9 +243,14 @@ func (w *Tx) transition(e Execution, t Transition, byOperator bool) (Execution, 
 }
 
 func (w *Tx) insertTransition(seq int64, t Transition) error {
+	implied := 0
+	if t.Implied {
+		implied = 1
+	}
 	return w.insert(&w.transitionRows, transitionInsert,
 		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
-		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)))
+		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)),
+		nullString(t.Created), nullString(t.Replayed), implied, nullString(string(t.Source.Source)), nullInt(t.Source.Line), nullString(t.Source.Record))
 }
 
 // PutResult stores a target's result content and returns its reference, so

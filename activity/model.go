@@ -229,7 +229,13 @@ type Execution struct {
 	TargetStatus Opt[int] `json:"target_status,omitzero"` // HTTP status
 	ExitCode     Opt[int] `json:"exit_code,omitzero"`     // SSH exit code
 	ResultRef    string   `json:"result_ref,omitempty"`
-	Error        string   `json:"error,omitempty"` // last failure or rejection reason
+	// Created is what the target's answer says it created, as the source
+	// shows it (a Location, an id in the result); empty: not shown.
+	Created string `json:"created,omitempty"`
+	// Replayed is the target's own mark that its answer replays an
+	// earlier request's (Idempotent-Replayed: true); empty: none shown.
+	Replayed string `json:"replayed,omitempty"`
+	Error    string `json:"error,omitempty"` // last failure or rejection reason
 	// Outcome is what the target's answer said, kept after delivery moves
 	// the state on: "success", "failure", or empty while unknown.
 	Outcome Outcome `json:"outcome,omitempty"`
@@ -277,8 +283,15 @@ type Transition struct {
 	TargetStatus Opt[int]       `json:"target_status,omitzero"`
 	ExitCode     Opt[int]       `json:"exit_code,omitzero"`
 	ResultRef    string         `json:"result_ref,omitempty"`
+	Created      string         `json:"created,omitempty"`  // what the answer says the target created
+	Replayed     string         `json:"replayed,omitempty"` // the target's mark that the answer is a replay
 	Reason       string         `json:"reason,omitempty"`
 	CallID       CallID         `json:"call_id,omitempty"` // the call that caused it, when one did
+	// Implied: the source does not record this step; a later one implies
+	// it (an importer's dispatch before a recorded answer). It is drawn as
+	// such and never cited as evidence.
+	Implied bool       `json:"implied,omitempty"`
+	Source  Provenance `json:"source,omitzero"` // the imported record it came from
 }
 
 // ResolutionOutcome is an operator's finding about an unknown outcome.
@@ -366,10 +379,15 @@ type Source struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Provenance ties a model row to the source line it came from.
+// Provenance ties a model row to the source record it came from: the
+// line, and the record inside it where a line holds several (an OTLP
+// batch) or a record has an identity of its own.
 type Provenance struct {
 	Source SourceID `json:"source,omitempty"`
-	Line   int64    `json:"line,omitempty"` // 1-based line, or byte offset for non-line formats
+	Line   int64    `json:"line,omitempty"` // 1-based line (a HAR's entry number)
+	// Record names the record within its line: "span 00f067aa0ba902b7",
+	// "entry 6", "id 17 request", "seq 42".
+	Record string `json:"record,omitempty"`
 }
 
 // IsZero reports whether the row came from no external source (the live

@@ -30,7 +30,8 @@ func (w *Tx) insertExecution(ent *execEntry) error {
 		nullString(string(e.Source.Source)), nullInt(e.Source.Line), ent.insertSeq, ent.seq,
 		nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
 		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
-		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)))
+		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)),
+		nullString(e.Created), nullString(e.Replayed), nullString(e.Source.Record))
 }
 
 func (w *Tx) cache(e Execution, dirty bool, seq int64) {
@@ -74,10 +75,10 @@ func (w *Tx) flush() error {
 		}
 		e := ent.e
 		err := w.exec(`UPDATE executions SET state=?, authorized_at=?, rejected_at=?, dispatched_at=?, observed_at=?, delivered_at=?, resolved_at=?,
-			target_status=?, exit_code=?, result_ref=?, error=?, outcome=?, updated_seq=? WHERE id=?`,
+			target_status=?, exit_code=?, result_ref=?, error=?, outcome=?, created=?, replayed=?, updated_seq=? WHERE id=?`,
 			string(e.State), nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
 			nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
-			nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)), ent.seq, string(e.ID))
+			nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)), nullString(e.Created), nullString(e.Replayed), ent.seq, string(e.ID))
 		if err != nil {
 			return fmt.Errorf("execution %s: %w", e.ID, err)
 		}

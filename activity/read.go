@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
-	not_recorded, source_id, source_line, outcome, attach_window_ms FROM executions`
+	not_recorded, source_id, source_line, outcome, attach_window_ms, created, replayed, source_record FROM executions`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -26,12 +26,13 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		args, notRecorded                              string
 		fp, fpKey, runID, byCall, idemKey, resRef, msg sql.NullString
 		status, exit, srcLine, window                  sql.NullInt64
-		srcID, outcome                                 sql.NullString
+		srcID, outcome, created, replayed, srcRecord   sql.NullString
 		times                                          [7]sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
-		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome, &window)
+		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome, &window,
+		&created, &replayed, &srcRecord)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
@@ -56,8 +57,9 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 			e.NotRecorded = append(e.NotRecorded, Fact(f))
 		}
 	}
-	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64}
+	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64, srcRecord.String}
 	e.Outcome = Outcome(outcome.String)
+	e.Created, e.Replayed = created.String, replayed.String
 	if window.Valid {
 		e.Window = Some(time.Duration(window.Int64) * time.Millisecond)
 	}
@@ -165,18 +167,18 @@ func queryAll[T any](ctx context.Context, s *Store, what string, scan func(rowSc
 }
 
 const callSelect = `SELECT seq, id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version,
-	received_at, arguments, disposition, execution_id, reason, source_id, source_line FROM calls`
+	received_at, arguments, disposition, execution_id, reason, source_id, source_line, source_record FROM calls`
 
 func scanCall(row rowScanner) (Call, error) {
 	var (
 		c                                      Call
 		run, tool, rpc, sess, stream, ev, prot sql.NullString
-		args, exec, reason, src                sql.NullString
+		args, exec, reason, src, record        sql.NullString
 		line                                   sql.NullInt64
 		received                               string
 	)
 	if err := row.Scan(&c.Seq, &c.ID, &run, &c.Actor, &c.Method, &tool, &rpc, &sess, &stream, &ev, &prot, &received,
-		&args, &c.Disposition, &exec, &reason, &src, &line); err != nil {
+		&args, &c.Disposition, &exec, &reason, &src, &line, &record); err != nil {
 		return c, err
 	}
 	c.RunID, c.Tool, c.ExecutionID, c.Reason = RunID(run.String), tool.String, ExecutionID(exec.String), reason.String
@@ -186,7 +188,7 @@ func scanCall(row rowScanner) (Call, error) {
 	if args.Valid {
 		c.Arguments = json.RawMessage(args.String)
 	}
-	c.Source = Provenance{SourceID(src.String), line.Int64}
+	c.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 	var err error
 	c.ReceivedAt, err = parseTime(received)
 	return c, err
@@ -202,10 +204,10 @@ func (s *Store) CallsOf(ctx context.Context, id ExecutionID) ([]Call, error) {
 func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	var r Run
 	var started string
-	var ended, detail, src sql.NullString
+	var ended, detail, src, record sql.NullString
 	var line sql.NullInt64
-	err := s.queryRow(ctx, `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line
-		FROM runs WHERE id = ?`, string(id)).Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line)
+	err := s.queryRow(ctx, `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, source_record
+		FROM runs WHERE id = ?`, string(id)).Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &detail, &src, &line, &record)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
@@ -221,7 +223,7 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	if detail.Valid {
 		r.Detail = json.RawMessage(detail.String)
 	}
-	r.Source = Provenance{SourceID(src.String), line.Int64}
+	r.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 	rows, err := s.query(ctx, `SELECT scope, granted_by, granted_at FROM grants WHERE run_id = ? ORDER BY seq`, string(id))
 	if err != nil {
 		return r, err
@@ -241,17 +243,23 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 	return r, rows.Err()
 }
 
-const transitionSelect = `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id FROM transitions`
+const transitionSelect = `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id,
+	created, replayed, implied, source_id, source_line, source_record FROM transitions`
 
 func scanTransition(row rowScanner) (Transition, error) {
 	var (
-		t                        Transition
-		from, at, ref, why, call sql.NullString
-		status, exit             sql.NullInt64
+		t                              Transition
+		from, at, ref, why, call       sql.NullString
+		created, replayed, src, record sql.NullString
+		status, exit, line             sql.NullInt64
+		implied                        int
 	)
-	if err := row.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call); err != nil {
+	if err := row.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call,
+		&created, &replayed, &implied, &src, &line, &record); err != nil {
 		return t, err
 	}
+	t.Created, t.Replayed, t.Implied = created.String, replayed.String, implied != 0
+	t.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 	t.From, t.ResultRef, t.Reason, t.CallID = State(from.String), ref.String, why.String, CallID(call.String)
 	t.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
 	t.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
@@ -625,7 +633,7 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 		to = 1<<62 - 1
 	}
 	rows, err := s.query(ctx, `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
-		e.contract, e.tool, e.actor, e.run_id, e.effect_key
+		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key
 		FROM transitions t JOIN executions e ON e.id = t.execution_id WHERE t.seq BETWEEN ? AND ? ORDER BY t.seq`, from, to)
 	if err != nil {
 		return fmt.Errorf("scan transitions: %w", err)
@@ -636,12 +644,14 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 		var (
 			from, at, ref, why, call, run sql.NullString
 			status, exit                  sql.NullInt64
+			implied                       int
 		)
 		if err := rows.Scan(&r.Seq, &r.ExecutionID, &from, &r.To, &at, &status, &exit, &ref, &why, &call,
-			&r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey); err != nil {
+			&implied, &r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey); err != nil {
 			return fmt.Errorf("scan transitions: %w", err)
 		}
 		r.From, r.ResultRef, r.Reason, r.CallID, r.RunID = State(from.String), ref.String, why.String, CallID(call.String), RunID(run.String)
+		r.Implied = implied != 0
 		r.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
 		r.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
 		if r.At, err = parseOptTime(at); err != nil {
@@ -656,7 +666,7 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 
 // Runs lists agent runs, newest first, at most limit (0: all).
 func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
-	q := `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, source_id, source_line FROM runs ORDER BY seq DESC`
+	q := `SELECT seq, id, actor, identified_by, evidence, started_at, ended_at, source_id, source_line, source_record FROM runs ORDER BY seq DESC`
 	if limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", limit)
 	}
@@ -669,12 +679,12 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		var started string
-		var ended, src sql.NullString
+		var ended, src, record sql.NullString
 		var line sql.NullInt64
-		if err := rows.Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &src, &line); err != nil {
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Actor, &r.IdentifiedBy, &r.Evidence, &started, &ended, &src, &line, &record); err != nil {
 			return nil, err
 		}
-		r.Source = Provenance{SourceID(src.String), line.Int64}
+		r.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 		if r.StartedAt, err = parseTime(started); err != nil {
 			return nil, err
 		}

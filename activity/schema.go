@@ -208,6 +208,22 @@ CREATE TRIGGER resolutions_no_delete BEFORE DELETE ON resolutions BEGIN SELECT R
 DROP INDEX executions_match;
 CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope, seq);
 `,
+	// 3: what a target's answer shows (what it created; that it replayed
+	// an earlier answer), steps an importer only implies, and provenance
+	// finer than a line (the span, entry or message inside it).
+	`
+ALTER TABLE executions ADD COLUMN created TEXT;
+ALTER TABLE executions ADD COLUMN replayed TEXT;
+ALTER TABLE executions ADD COLUMN source_record TEXT;
+ALTER TABLE transitions ADD COLUMN created TEXT;
+ALTER TABLE transitions ADD COLUMN replayed TEXT;
+ALTER TABLE transitions ADD COLUMN implied INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE transitions ADD COLUMN source_id TEXT;
+ALTER TABLE transitions ADD COLUMN source_line INTEGER;
+ALTER TABLE transitions ADD COLUMN source_record TEXT;
+ALTER TABLE calls ADD COLUMN source_record TEXT;
+ALTER TABLE runs ADD COLUMN source_record TEXT;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -167,6 +167,12 @@ func (e *Execution) Apply(t Transition) error {
 	if t.ResultRef != "" {
 		e.ResultRef = t.ResultRef
 	}
+	if t.Created != "" {
+		e.Created = t.Created
+	}
+	if t.Replayed != "" {
+		e.Replayed = t.Replayed
+	}
 	if t.Reason != "" && errorState(t.To) {
 		e.Error = t.Reason
 	}

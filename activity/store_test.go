@@ -753,7 +753,16 @@ func TestMigrationFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)", "PRAGMA user_version = 1"} {
+	undo := []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)"}
+	for table, cols := range map[string][]string{ // migration 3's columns
+		"executions": {"created", "replayed", "source_record"}, "calls": {"source_record"}, "runs": {"source_record"},
+		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record"},
+	} {
+		for _, c := range cols {
+			undo = append(undo, "ALTER TABLE "+table+" DROP COLUMN "+c)
+		}
+	}
+	for _, q := range append(undo, "PRAGMA user_version = 1") {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
