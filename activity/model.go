@@ -207,6 +207,9 @@ const (
 	FactIdempotencyKey Fact = "idempotency_key"
 	FactRunIdentity    Fact = "run_identity"
 	FactFingerprint    Fact = "fingerprint"
+	// FactArguments: the source does not record the call's arguments, so
+	// nothing shows two calls asked for the same thing.
+	FactArguments Fact = "arguments"
 )
 
 // Execution is one attempt to act in the world.

@@ -479,6 +479,8 @@ type CallRow struct {
 	EffectKey   string
 	Window      Opt[time.Duration]
 	Reason      string
+	Tool        string
+	Source      Provenance // where an imported call came from
 }
 
 // ScanCalls streams every call that created or attached to an execution,
@@ -486,7 +488,7 @@ type CallRow struct {
 // what you keep.
 func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
 	rows, err := s.query(ctx, `SELECT c.seq, c.id, c.run_id, c.actor, c.received_at, c.disposition, c.execution_id, c.reason,
-		e.effect_key, e.attach_window_ms
+		c.tool, c.source_id, c.source_line, c.source_record, e.effect_key, e.attach_window_ms
 		FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`)
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
@@ -494,13 +496,15 @@ func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
 	defer rows.Close()
 	var r CallRow
 	for rows.Next() {
-		var run, reason sql.NullString
-		var window sql.NullInt64
+		var run, reason, tool, src, record sql.NullString
+		var window, line sql.NullInt64
 		var received string
-		if err := rows.Scan(&r.Seq, &r.ID, &run, &r.Actor, &received, &r.Disposition, &r.ExecutionID, &reason, &r.EffectKey, &window); err != nil {
+		if err := rows.Scan(&r.Seq, &r.ID, &run, &r.Actor, &received, &r.Disposition, &r.ExecutionID, &reason,
+			&tool, &src, &line, &record, &r.EffectKey, &window); err != nil {
 			return fmt.Errorf("scan calls: %w", err)
 		}
-		r.RunID, r.Reason = RunID(run.String), reason.String
+		r.RunID, r.Reason, r.Tool = RunID(run.String), reason.String, tool.String
+		r.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 		r.Window = Opt[time.Duration]{time.Duration(window.Int64) * time.Millisecond, window.Valid}
 		if r.ReceivedAt, err = parseTime(received); err != nil {
 			return fmt.Errorf("call %s: received_at: %w", r.ID, err)

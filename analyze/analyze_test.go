@@ -83,15 +83,15 @@ func suspectsByTool(t *testing.T, s *activity.Store) map[string]*analyze.Suspect
 // want lists, per scenario, the five answers in order.
 var wantAnswers = map[string]string{
 	"attached":      "unknown yes yes no yes", // two MCP sessions: a reconnect, or two processes?
-	"pending":       "yes yes no no yes",
+	"pending":       "yes yes no unknown yes", // no outcome was observed: delivery cannot be judged
 	"locked":        "yes no no no yes",
 	"failed_first":  "yes yes yes no no",
 	"two_runs":      "no yes yes no no",
 	"repeat":        "yes yes yes no no",
 	"read_only":     "yes yes yes no no",
 	"pt_duplicate":  "unknown yes yes unknown unknown",
-	"pt_risk":       "unknown yes no no unknown",
-	"pt_no_outcome": "unknown yes unknown no unknown",
+	"pt_risk":       "unknown yes no unknown unknown",
+	"pt_no_outcome": "unknown yes unknown unknown unknown",
 }
 
 func TestIncidentVerdictsAndAnswers(t *testing.T) {

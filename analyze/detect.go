@@ -21,6 +21,10 @@ type Options struct {
 	Window time.Duration
 	// Progress, if set, is called now and then with calls read so far.
 	Progress func(calls int64)
+	// NearMisses, if set, is called once at the end of a scan with the
+	// near misses found (at most maxNearMisses) and how many were left
+	// out.
+	NearMisses func(found []NearMiss, omitted int)
 }
 
 // group is calls for one effect inside one window.
@@ -42,13 +46,20 @@ type CallRef struct {
 	Disposition activity.Disposition `json:"disposition"`
 	ExecutionID activity.ExecutionID `json:"execution_id"`
 	Reason      string               `json:"reason,omitempty"` // how the gateway matched it
+	Source      string               `json:"source,omitempty"` // where an imported call came from: file:line record
+	Imported    bool                 `json:"-"`
 }
 
 // Scan streams the store's calls in time order, groups them by effect
 // within each group's window, and calls fn with every group of two or
 // more calls, analysed. Memory holds only the groups still open.
 func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect) error) error {
+	names, err := loadSourceNames(ctx, s)
+	if err != nil {
+		return err
+	}
 	open := map[string]*group{}
+	near := newNearMisses()
 	var queue []*group // open groups in order of their first call
 	var n int64
 	emit := func(g *group) error {
@@ -56,7 +67,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		if len(g.calls) < 2 {
 			return nil
 		}
-		sus, err := analyseGroup(ctx, s, g)
+		sus, err := analyseGroup(ctx, s, g, names)
 		if err != nil {
 			return fmt.Errorf("suspect %s: %w", g.key, err)
 		}
@@ -82,7 +93,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		}
 		return nil
 	}
-	err := scanCallsAhead(ctx, s, func(r *activity.CallRow) error {
+	err = scanCallsAhead(ctx, s, func(r *activity.CallRow) error {
 		n++
 		if opts.Progress != nil && n%8192 == 0 {
 			opts.Progress(n)
@@ -111,14 +122,41 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 			open[key] = g
 			queue = append(queue, g)
 		}
-		g.calls = append(g.calls, CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
-			Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason})
+		c := CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
+			Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero()}
+		g.calls = append(g.calls, c)
+		if opts.NearMisses != nil {
+			near.see(r, c, window)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return expire(time.Time{}, true)
+	if err := expire(time.Time{}, true); err != nil {
+		return err
+	}
+	if opts.NearMisses != nil {
+		found, omitted, err := near.name(ctx, s)
+		if err != nil {
+			return err
+		}
+		opts.NearMisses(found, omitted)
+	}
+	return nil
+}
+
+// loadSourceNames reads the import sources' file names, for evidence.
+func loadSourceNames(ctx context.Context, s *activity.Store) (sourceNames, error) {
+	srcs, err := s.Sources(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	names := sourceNames{}
+	for _, src := range srcs {
+		names[src.ID] = src.File
+	}
+	return names, nil
 }
 
 // All collects every suspect (for small stores and tests).

@@ -175,7 +175,13 @@ func randomLifecycle(w *activity.Tx, rng *rand.Rand, id activity.ExecutionID, to
 		}
 		return acted, nil
 	case acted:
-		if err := step(activity.StateSucceeded, func(t *activity.Transition) { t.TargetStatus = activity.Some(201) }); err != nil {
+		// Some logs show what each effect created: truthfully one id per
+		// real effect.
+		created := ""
+		if rng.IntN(2) == 0 {
+			created = "eff_" + string(id)
+		}
+		if err := step(activity.StateSucceeded, func(t *activity.Transition) { t.TargetStatus, t.Created = activity.Some(201), created }); err != nil {
 			return acted, err
 		}
 	default:

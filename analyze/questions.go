@@ -49,6 +49,7 @@ type ExecutionSummary struct {
 	IdempotencyKey string                `json:"idempotency_key"`
 	NotRecorded    []activity.Fact       `json:"not_recorded,omitempty"`
 	Seq            int64                 `json:"seq"`
+	Source         string                `json:"source,omitempty"` // the imported record it came from
 	Transitions    []activity.Transition `json:"-"`
 	exec           activity.Execution
 }
@@ -77,6 +78,9 @@ const (
 type Evidence struct {
 	Seq  int64  `json:"seq"`  // the record in the tamper-evident log
 	What string `json:"what"` // what it shows
+	// Source is where an imported record came from: "file:line" and the
+	// record inside the line ("traces.jsonl:3 span 00f067aa0ba902b7").
+	Source string `json:"source,omitempty"`
 }
 
 // The five questions, in the order the design requires.
@@ -89,7 +93,7 @@ var Questions = [5]string{
 }
 
 // analyseGroup loads what a group's records show and walks the questions.
-func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, error) {
+func analyseGroup(ctx context.Context, s *activity.Store, g *group, names sourceNames) (*Suspect, error) {
 	sus := &Suspect{
 		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key, Window: g.window.String(),
 		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
@@ -113,7 +117,9 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, e
 		if !ok {
 			return nil, fmt.Errorf("execution %s: %w", id, activity.ErrNotFound)
 		}
-		sus.Executions = append(sus.Executions, summarise(e, trs[id]))
+		es := summarise(e, trs[id])
+		es.Source = names.text(e.Source)
+		sus.Executions = append(sus.Executions, es)
 	}
 	first := sus.Executions[0].exec
 	sus.Tool, sus.Target, sus.Method = first.Tool, first.Target, first.Method
@@ -130,7 +136,7 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group) (*Suspect, e
 			runs[c.RunID] = r
 		}
 	}
-	w := &walk{sus: sus, runs: runs}
+	w := &walk{sus: sus, runs: runs, sources: names}
 	w.run()
 	return sus, nil
 }
@@ -155,17 +161,21 @@ func summarise(e activity.Execution, trs []activity.Transition) ExecutionSummary
 
 // walk answers the questions for one suspect.
 type walk struct {
-	sus    *Suspect
-	runs   map[activity.RunID]activity.Run
-	e1, e2 *ExecutionSummary // the first execution, and the second one if a later call made one
-	c1, c2 CallRef           // the first call, and the later call examined
-	q2ans  Tri
+	sus     *Suspect
+	runs    map[activity.RunID]activity.Run
+	sources sourceNames
+	eff     []effect          // what each execution did, in order
+	i1, i2  int               // the pair examined: indexes into sus.Executions (i2 -1: one execution)
+	e1, e2  *ExecutionSummary // the first execution, and the second one if a later call made one
+	c1, c2  CallRef           // the first call, and the later call examined
+	q2ans   Tri
 }
 
 func (w *walk) run() {
 	s := w.sus
-	for _, e := range s.Executions {
-		switch acted(e) {
+	w.eff = effects(s.Executions)
+	for _, ef := range w.eff {
+		switch ef.acted {
 		case Yes:
 			s.Effects++
 		case Unknown:
@@ -175,21 +185,23 @@ func (w *walk) run() {
 	// The pair examined: the first two executions; but when two or more
 	// may have acted, the first two of those (an attempt that had no
 	// effect cannot be half of a duplicate).
-	pair := []int{0, 1}
+	w.i1, w.i2 = 0, 1
 	if s.Effects+s.MaybeMore >= 2 {
-		pair = pair[:0]
-		for i, e := range s.Executions {
-			if acted(e) != No && len(pair) < 2 {
+		var pair []int
+		for i, ef := range w.eff {
+			if ef.acted != No && len(pair) < 2 {
 				pair = append(pair, i)
 			}
 		}
+		w.i1, w.i2 = pair[0], pair[1]
 	}
-	w.e1 = &s.Executions[pair[0]]
+	w.e1 = &s.Executions[w.i1]
 	w.c1 = firstCallOf(s.Calls, w.e1.ID)
 	if len(s.Executions) > 1 {
-		w.e2 = &s.Executions[pair[1]]
+		w.e2 = &s.Executions[w.i2]
 		w.c2 = firstCallOf(s.Calls, w.e2.ID)
 	} else {
+		w.i2 = -1
 		w.c2 = s.Calls[1]
 	}
 	s.first = &w.e1.exec
@@ -208,30 +220,32 @@ func (w *walk) run() {
 	s.Summary = w.summary()
 }
 
-// acted says whether the records show the target acted for an execution.
-func acted(e ExecutionSummary) Tri {
-	x := e.exec
-	switch {
-	case x.Outcome == activity.OutcomeSuccess:
-		return Yes
-	case x.Outcome == activity.OutcomeFailure:
-		return No
-	case x.State == activity.StateRejected || x.State == activity.StateFailedBefore || x.State == activity.StateAccepted || x.State == activity.StateAuthorized:
-		return No
+// evidence cites transition t of execution e: its record, and the
+// source record it was imported from.
+func (w *walk) evidence(e *ExecutionSummary, t *activity.Transition, what string) []Evidence {
+	src := t.Source
+	if src.IsZero() {
+		src = e.exec.Source
 	}
-	return Unknown // dispatched with no outcome, unknown, pending, or not recorded
+	return []Evidence{{t.Seq, what, w.sources.text(src)}}
+}
+
+func (w *walk) runEvidence(r activity.Run, what string) Evidence {
+	return Evidence{r.Seq, what, w.sources.text(r.Source)}
 }
 
 func (w *walk) callEvidence(c CallRef, what string) []Evidence {
 	if c.Seq > 0 {
-		return []Evidence{{c.Seq, what}}
+		return []Evidence{{c.Seq, what, c.Source}}
 	}
 	return nil
 }
 
+// transitionTo is the first recorded (not implied) transition of e into
+// one of states.
 func transitionTo(e *ExecutionSummary, states ...activity.State) *activity.Transition {
 	for i := range e.Transitions {
-		if slices.Contains(states, e.Transitions[i].To) {
+		if !e.Transitions[i].Implied && slices.Contains(states, e.Transitions[i].To) {
 			return &e.Transitions[i]
 		}
 	}
@@ -254,87 +268,119 @@ func (w *walk) q1() Answer {
 		a.Explanation = "Unknown: " + a.Missing + "."
 	case r1.ID == r2.ID:
 		a.Answer, a.Finding = Yes, "one_process"
-		a.Evidence = append(a.Evidence, Evidence{r1.Seq, fmt.Sprintf("run %s (%s)", r1.ID, r1.IdentifiedBy)})
+		a.Evidence = append(a.Evidence, w.runEvidence(r1, fmt.Sprintf("run %s (%s)", r1.ID, r1.IdentifiedBy)))
 		a.Explanation = fmt.Sprintf("Yes: both calls belong to run %s of %s, identified by %s.", r1.ID, r1.Actor, r1.IdentifiedBy)
 	case strong(r1.IdentifiedBy) && strong(r2.IdentifiedBy):
 		a.Answer, a.Finding = No, "two_processes"
-		a.Evidence = append(a.Evidence, Evidence{r1.Seq, "run " + string(r1.ID)}, Evidence{r2.Seq, "run " + string(r2.ID)})
+		a.Evidence = append(a.Evidence, w.runEvidence(r1, "run "+string(r1.ID)), w.runEvidence(r2, "run "+string(r2.ID)))
 		a.Explanation = fmt.Sprintf("No: the calls come from two runs the agents named themselves (%s and %s).", r1.Evidence, r2.Evidence)
 	default:
 		a.Answer = Unknown
-		a.Evidence = append(a.Evidence, Evidence{r1.Seq, "run " + string(r1.ID)}, Evidence{r2.Seq, "run " + string(r2.ID)})
+		a.Evidence = append(a.Evidence, w.runEvidence(r1, "run "+string(r1.ID)), w.runEvidence(r2, "run "+string(r2.ID)))
 		a.Missing = fmt.Sprintf("the runs are told apart only by %s and %s, which a reconnect also changes", r1.IdentifiedBy, r2.IdentifiedBy)
 		a.Explanation = "Unknown: two runs, but " + a.Missing + ": it may be one process that reconnected."
 	}
 	return a
 }
 
-// q2: was the first call authorized, and did it reach dispatch?
+// q2: was the first call authorized, and did it reach dispatch? A source
+// that does not record the dispatch (an MCP message log sees only the
+// server's answer) cannot say, whatever its importer had to write.
 func (w *walk) q2() Answer {
 	e := w.e1
 	a := Answer{}
 	if t := transitionTo(e, activity.StateRejected); t != nil {
 		a.Answer, a.Finding = No, "rejected"
-		a.Evidence = []Evidence{{t.Seq, "rejected"}}
+		a.Evidence = w.evidence(e, t, "rejected")
 		a.Explanation = fmt.Sprintf("No: %s was refused before dispatch%s.", e.ID, parenthesised(t.Reason))
 		return a
 	}
-	d := transitionTo(e, activity.StateDispatched)
 	if f := transitionTo(e, activity.StateFailedBefore); f != nil {
 		a.Answer, a.Finding = No, "failed_before_dispatch"
-		a.Evidence = []Evidence{{f.Seq, "failed before dispatch"}}
+		a.Evidence = w.evidence(e, f, "failed before dispatch")
 		a.Explanation = fmt.Sprintf("No: %s failed before any byte reached the target%s.", e.ID, parenthesised(f.Reason))
 		return a
 	}
-	if d != nil {
-		a.Answer, a.Finding = Yes, "dispatched"
-		if t := transitionTo(e, activity.StateAuthorized); t != nil {
-			a.Evidence = append(a.Evidence, Evidence{t.Seq, "authorized"})
-		}
-		a.Evidence = append(a.Evidence, Evidence{d.Seq, "dispatched"})
-		a.Explanation = fmt.Sprintf("Yes: %s was authorized and dispatched%s.", e.ID, atText(d.At))
-		return a
-	}
-	if !e.exec.Records(activity.FactDispatch) {
-		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record whether the request was sent"
+	d := transitionTo(e, activity.StateDispatched)
+	if !e.exec.Records(activity.FactDispatch) || d == nil && e.exec.State.Dispatched() {
+		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record whether the request was sent on to the target"
 		a.Explanation = "Unknown: " + a.Missing + "."
 		return a
 	}
-	a.Answer, a.Finding = No, "not_dispatched"
-	a.Explanation = fmt.Sprintf("No: %s is %s and was never dispatched.", e.ID, e.State)
+	if d == nil {
+		a.Answer, a.Finding = No, "not_dispatched"
+		a.Explanation = fmt.Sprintf("No: %s is %s and was never dispatched.", e.ID, e.State)
+		return a
+	}
+	a.Answer, a.Finding = Yes, "dispatched"
+	if t := transitionTo(e, activity.StateAuthorized); t != nil {
+		a.Evidence = append(a.Evidence, w.evidence(e, t, "authorized")...)
+	}
+	a.Evidence = append(a.Evidence, w.evidence(e, d, "dispatched")...)
+	if e.exec.Records(activity.FactAuthorization) {
+		a.Explanation = fmt.Sprintf("Yes: %s was authorized and dispatched%s.", e.ID, atText(d.At))
+	} else {
+		a.Explanation = fmt.Sprintf("Yes: %s was dispatched%s; the log records no authorization step, so it passed whatever there was.", e.ID, atText(d.At))
+	}
 	return a
 }
 
-// q3: did the gateway get a response or exit code from the target?
+// q3: did the gateway get a response or exit code from the target? It is
+// about the first dispatch: a later resend under the same execution that
+// was answered does not make the first one answered.
 func (w *walk) q3() Answer {
 	e := w.e1
 	a := Answer{}
-	obs := transitionTo(e, activity.StateSucceeded, activity.StateFailed)
+	obs := firstObservation(e)
 	switch {
-	case obs != nil:
-		a.Answer, a.Finding = Yes, "response"
-		a.Evidence = []Evidence{{obs.Seq, string(obs.To)}}
-		a.Explanation = fmt.Sprintf("Yes: the target answered (%s) for %s.", responseText(e.exec), e.ID)
 	case w.q2ans == No:
 		a.Answer, a.Finding = No, "not_sent"
 		a.Explanation = "No: the first call never reached the target, so there was nothing to answer."
-	case !e.exec.Records(activity.FactOutcome):
+	case obs != nil && (obs.To == activity.StateSucceeded || obs.To == activity.StateFailed):
+		a.Answer, a.Finding = Yes, "response"
+		a.Evidence = w.evidence(e, obs, string(obs.To))
+		a.Explanation = fmt.Sprintf("Yes: the target answered (%s) for %s.", responseText(*obs, e.exec), e.ID)
+	case !e.exec.Records(activity.FactOutcome) || !e.exec.Records(activity.FactDispatch):
 		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record the target's response"
 		a.Explanation = "Unknown: " + a.Missing + "."
-	default:
-		a.Answer, a.Finding = No, "outcome_unknown"
-		if t := transitionTo(e, activity.StateUnknown); t != nil {
-			a.Evidence = []Evidence{{t.Seq, "outcome unknown"}}
-			a.Explanation = fmt.Sprintf("No: after dispatch no response came back%s; the target may or may not have acted.", parenthesised(t.Reason))
-		} else {
-			a.Explanation = fmt.Sprintf("No: %s is %s with no response recorded.", e.ID, e.State)
+		if obs != nil && obs.Reason != "" {
+			a.Evidence = w.evidence(e, obs, "no answer in the log")
+			a.Explanation += " (" + obs.Reason + ")"
 		}
+	case obs != nil:
+		a.Answer, a.Finding = No, "outcome_unknown"
+		a.Evidence = w.evidence(e, obs, "outcome unknown")
+		a.Explanation = fmt.Sprintf("No: after dispatch no response came back%s; the target may or may not have acted.", parenthesised(obs.Reason))
 		if r := transitionTo(e, activity.StateVerified, activity.StateRejectedByOperator); r != nil {
-			a.Evidence = append(a.Evidence, Evidence{r.Seq, string(r.To)})
+			a.Evidence = append(a.Evidence, w.evidence(e, r, string(r.To))...)
 			a.Explanation += fmt.Sprintf(" An operator later resolved it: %s.", r.To)
 		}
+	default:
+		a.Answer, a.Finding, a.Missing = Unknown, "no_answer_shown", "the log does not record the target's response"
+		a.Explanation = fmt.Sprintf("Unknown: %s is %s; the log shows no answer to its dispatch.", e.ID, e.State)
 	}
 	return a
+}
+
+// firstObservation is what the records finally say about the first
+// dispatch: its answer, or its loss, before any resend. An outcome
+// recovered without a resend (a marker, a status lookup) is that
+// dispatch's; an answer to a resend is not.
+func firstObservation(e *ExecutionSummary) *activity.Transition {
+	var obs *activity.Transition
+	dispatches := 0
+	for i := range e.Transitions {
+		t := &e.Transitions[i]
+		switch {
+		case t.To == activity.StateDispatched:
+			if dispatches++; dispatches > 1 {
+				return obs
+			}
+		case !t.Implied && slices.Contains([]activity.State{activity.StateSucceeded, activity.StateFailed, activity.StateUnknown}, t.To):
+			obs = t
+		}
+	}
+	return obs
 }
 
 func parenthesised(s string) string {
@@ -360,41 +406,52 @@ func firstCallOf(calls []CallRef, id activity.ExecutionID) CallRef {
 	return calls[0]
 }
 
-func responseText(e activity.Execution) string {
+// responseText says what an observation recorded: its status or exit
+// code, else the outcome it established.
+func responseText(t activity.Transition, e activity.Execution) string {
 	switch {
-	case e.TargetStatus.OK:
-		return fmt.Sprintf("status %d", e.TargetStatus.V)
-	case e.ExitCode.OK:
-		return fmt.Sprintf("exit code %d", e.ExitCode.V)
+	case t.TargetStatus.OK:
+		return fmt.Sprintf("status %d", t.TargetStatus.V)
+	case t.ExitCode.OK:
+		return fmt.Sprintf("exit code %d", t.ExitCode.V)
+	case t.To == activity.StateSucceeded:
+		return "success"
+	case t.To == activity.StateFailed:
+		return "failure"
 	}
 	return string(e.Outcome)
 }
 
-// q4: did result delivery fail after the action finished?
+// q4: did result delivery fail after the action finished? Unknown, not
+// no, when no outcome was observed: the target may have finished and its
+// answer been lost on the way.
 func (w *walk) q4() Answer {
 	e := w.e1
 	a := Answer{}
 	failed := transitionTo(e, activity.StateDeliveryFailed, activity.StateNotDelivered)
 	delivered := transitionTo(e, activity.StateDelivered)
-	observed := transitionTo(e, activity.StateSucceeded, activity.StateFailed)
+	answered := transitionTo(e, activity.StateSucceeded, activity.StateFailed)
 	switch {
+	case w.q2ans == No:
+		a.Answer, a.Finding = No, "not_sent"
+		a.Explanation = "No: the first call was never dispatched, so there was no result to deliver."
 	case failed != nil:
 		a.Answer, a.Finding = Yes, string(failed.To)
-		a.Evidence = []Evidence{{failed.Seq, string(failed.To)}}
+		a.Evidence = w.evidence(e, failed, string(failed.To))
 		a.Explanation = "Yes: the action finished but its result did not reach the agent" + parenthesised(failed.Reason) + "."
 		if delivered != nil {
-			a.Evidence = append(a.Evidence, Evidence{delivered.Seq, "delivered later"})
+			a.Evidence = append(a.Evidence, w.evidence(e, delivered, "delivered later")...)
 			a.Explanation += " It was delivered later, to a retry."
 		}
-	case observed == nil:
-		a.Answer, a.Finding = No, "no_result"
-		a.Explanation = "No: no result was observed, so none could fail to be delivered."
+	case answered == nil:
+		a.Answer, a.Finding, a.Missing = Unknown, "no_outcome", "the log shows no outcome for the first call: the target may have finished and its answer been lost"
+		a.Explanation = "Unknown: " + a.Missing + "."
 	case !e.exec.Records(activity.FactDelivery):
 		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record delivery"
 		a.Explanation = "Unknown: " + a.Missing + "."
 	case delivered != nil:
 		a.Answer, a.Finding = No, "delivered"
-		a.Evidence = []Evidence{{delivered.Seq, "delivered"}}
+		a.Evidence = w.evidence(e, delivered, "delivered")
 		a.Explanation = "No: the result was written to the agent's connection (HTTP cannot prove the agent read it)."
 	default:
 		a.Answer, a.Finding = Unknown, "pending"
@@ -404,39 +461,50 @@ func (w *walk) q4() Answer {
 	return a
 }
 
-// q5: did the second call reuse the first execution?
+// q5: did the second call reuse the first execution? "reused_execution"
+// only when the execution itself was reused (the call attached to it);
+// "same_key" when a new request carried the first one's key; a key the
+// log does not record is unknown, never "none sent".
 func (w *walk) q5() Answer {
 	a := Answer{Evidence: w.callEvidence(w.c2, "second call")}
 	if w.e2 == nil {
 		a.Answer, a.Finding = Yes, "reused_execution"
 		a.Explanation = fmt.Sprintf("Yes: every later call attached to %s; no new attempt was made.", w.e1.ID)
+		if w.c2.Imported {
+			a.Finding = "attached"
+		}
 		if w.c2.Reason != "" {
 			a.Explanation += " (" + w.c2.Reason + ")"
 		}
 		return a
 	}
-	k1, k2 := w.e1.exec.IdempotencyKey, w.e2.exec.IdempotencyKey
-	a.Evidence = append(a.Evidence, Evidence{w.e2.Seq, "new execution " + string(w.e2.ID)})
+	x1, x2 := w.e1.exec, w.e2.exec
+	k1, k2 := x1.IdempotencyKey, x2.IdempotencyKey
+	a.Evidence = append(a.Evidence, Evidence{Seq: w.e2.Seq, What: "new execution " + string(w.e2.ID), Source: w.e2.Source})
 	switch {
-	case k1.OK && k2.OK && k1.V != "" && k1.V == k2.V:
-		a.Answer, a.Finding = Yes, "same_idempotency_key"
-		a.Explanation = fmt.Sprintf("Yes: %s is a new execution, but it carried the same idempotency key, so the target could deduplicate.", w.e2.ID)
-	case !k1.OK || !k2.OK:
+	case sameKey(x1, x2):
+		a.Answer, a.Finding = Yes, "same_key"
+		a.Explanation = fmt.Sprintf("Yes: %s is a new request, but it carried the first one's idempotency key (%s), so the target could answer it from the first.", w.e2.ID, k2.V)
+	case !k1.OK || !k2.OK || !x1.Records(activity.FactIdempotencyKey) || !x2.Records(activity.FactIdempotencyKey):
 		a.Answer, a.Finding = Unknown, "new_attempt"
 		a.Missing = "the log does not record the idempotency keys sent"
 		a.Explanation = fmt.Sprintf("Unknown: the second call created a new execution %s; %s.", w.e2.ID, a.Missing)
 	default:
 		a.Answer, a.Finding = No, "new_attempt"
-		a.Explanation = fmt.Sprintf("No: the second call created a new execution %s with a new idempotency key (%s): a new attempt.", w.e2.ID, keyText(k2))
+		a.Explanation = fmt.Sprintf("No: the second call created a new execution %s with %s: a new attempt.", w.e2.ID, keyText(k1, k2))
 	}
 	return a
 }
 
-func keyText(k activity.Opt[string]) string {
-	if k.OK && k.V == "" {
-		return "none sent"
+// keyText says how two recorded keys differ.
+func keyText(k1, k2 activity.Opt[string]) string {
+	switch {
+	case k1.V == "" && k2.V == "":
+		return "no idempotency key sent with either"
+	case k2.V == "":
+		return "no idempotency key (the first carried " + k1.V + ")"
 	}
-	return k.String()
+	return "a new idempotency key (" + k2.V + ")"
 }
 
 // verdict decides from the answers and what each execution shows. It
@@ -454,24 +522,54 @@ func (w *walk) verdict() Verdict {
 			return VerdictRefused
 		case w.e2 == nil:
 			return VerdictAttached
-		case acted(s.Executions[0]) == No:
+		case w.answeredFromFirst():
+			if w.eff[0].acted == Yes || w.replayAnswered() {
+				return VerdictAttached
+			}
+			return VerdictRefused // keyed to a first whose outcome is unknown: one action at most
+		case w.eff[0].acted == No:
 			return VerdictFirstNoEffect
 		}
 		return VerdictRefused
 	}
 	q := s.Questions
-	a1, a2 := acted(*w.e1), acted(*w.e2)
+	f1, f2 := w.eff[w.i1], w.eff[w.i2]
 	switch {
 	case q[0].Answer == No:
 		return VerdictTwoProcesses
-	case a1 == Yes && a2 == Yes && delivered(w.e1) && w.c2.ReceivedAt.After(deliveredAt(w.e1)):
+	case delivered(w.e1) && w.c2.ReceivedAt.After(deliveredAt(w.e1)):
 		return VerdictIntentional
-	case a1 == Yes && a2 == Yes:
+	case f1.acted == Yes && f2.acted == Yes:
 		return VerdictDuplicate
-	case !w.e1.exec.Records(activity.FactOutcome) || !w.e2.exec.Records(activity.FactOutcome) || q[1].Answer == Unknown:
+	case f1.possibleReplay || f2.possibleReplay || f1.noOutcome && f2.noOutcome ||
+		!w.e1.exec.Records(activity.FactArguments) || !w.e2.exec.Records(activity.FactArguments):
 		return VerdictInsufficient
 	}
 	return VerdictDuplicateRisk
+}
+
+// replayAnswered reports whether a later execution keyed or marked as a
+// replay of an earlier one was answered success: the target answered it
+// from the first.
+func (w *walk) replayAnswered() bool {
+	for i, ef := range w.eff {
+		if i > 0 && ef.replayOf >= 0 && w.sus.Executions[i].exec.Outcome == activity.OutcomeSuccess {
+			return true
+		}
+	}
+	return false
+}
+
+// answeredFromFirst reports whether a later execution was answered from
+// an earlier one's effect (a replay by key, by created id, or by the
+// target's own mark).
+func (w *walk) answeredFromFirst() bool {
+	for i, ef := range w.eff {
+		if i > 0 && ef.replayOf >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func oneOf(s activity.State, states ...activity.State) bool { return slices.Contains(states, s) }
@@ -500,7 +598,7 @@ func (w *walk) summary() string {
 	case s.Effects > 1:
 		fmt.Fprintf(&b, "; the records show the target acted %d times", s.Effects)
 	case s.MaybeMore > 0:
-		fmt.Fprintf(&b, "; the records show %d effect(s) and %d execution(s) whose outcome is unknown", s.Effects, s.MaybeMore)
+		fmt.Fprintf(&b, "; the records show %d effect(s) and %d execution(s) that may also have acted", s.Effects, s.MaybeMore)
 	default:
 		b.WriteString("; the records show no effect at the target")
 	}

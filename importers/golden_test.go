@@ -67,7 +67,8 @@ func TestGoldenFormats(t *testing.T) {
 func describe(t *testing.T, s *activity.Store, rep FileReport) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "format %s: %d lines, %d runs, %d calls, %d executions, %d skipped\nnote: %s\n", rep.Format, rep.Lines, rep.Runs, rep.Calls, rep.Executions, rep.Skipped, rep.Note)
+	fmt.Fprintf(&b, "format %s: %d lines, %d runs, %d calls, %d executions, %d skipped, %d noise, not recorded %v\nnote: %s\n",
+		rep.Format, rep.Lines, rep.Runs, rep.Calls, rep.Executions, rep.Skipped, rep.Noise, rep.NotRecorded, rep.Note)
 	runs, err := s.Runs(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +88,8 @@ func describe(t *testing.T, s *activity.Store, rep FileReport) string {
 	}
 	b.WriteString("\nexecutions\n")
 	for _, e := range execs {
-		fmt.Fprintf(&b, "  %s %s %s %s %s %s contract=%s state=%s outcome=%s run=%s line=%d not_recorded=%v\n    args=%s\n",
-			e.ID, e.Actor, e.Tool, e.Channel, e.Method, e.Target, e.Contract, e.State, e.Outcome, e.RunID, e.Source.Line, e.NotRecorded, e.Arguments)
+		fmt.Fprintf(&b, "  %s %s %s %s %s %s contract=%s state=%s outcome=%s run=%s line=%d%s not_recorded=%v\n    args=%s\n",
+			e.ID, e.Actor, e.Tool, e.Channel, e.Method, e.Target, e.Contract, e.State, e.Outcome, e.RunID, e.Source.Line, recordText(e.Source), e.NotRecorded, e.Arguments)
 		tr, _ := s.TransitionsOf(ctx, []activity.ExecutionID{e.ID})
 		for _, x := range tr[e.ID] {
 			at := "time not recorded"
@@ -101,6 +102,18 @@ func describe(t *testing.T, s *activity.Store, rep FileReport) string {
 			}
 			if x.ExitCode.OK {
 				status += fmt.Sprintf(" exit=%d", x.ExitCode.V)
+			}
+			if x.Created != "" {
+				status += " created=" + x.Created
+			}
+			if x.Replayed != "" {
+				status += " replayed=" + x.Replayed
+			}
+			if x.Implied {
+				status += " (implied)"
+			}
+			if x.Source.Record != "" {
+				status += " [" + x.Source.Record + "]"
 			}
 			fmt.Fprintf(&b, "    → %s at %s%s %s\n", x.To, at, status, x.Reason)
 		}
@@ -123,6 +136,13 @@ func describe(t *testing.T, s *activity.Store, rep FileReport) string {
 		}
 	}
 	return numberIDs(b.String())
+}
+
+func recordText(p activity.Provenance) string {
+	if p.Record == "" {
+		return ""
+	}
+	return " (" + p.Record + ")"
 }
 
 func tm(t time.Time) string { return t.UTC().Format("15:04:05.000") }

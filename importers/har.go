@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -74,8 +75,19 @@ func header(hs []harHeader, names ...string) string {
 type har struct {
 	mcp, http  int64
 	noResponse int64
-	keys       map[string]activity.ExecutionID // Idempotency-Key → execution
+	creator    string                       // log.creator.name: who captured it
+	runs       map[string]activity.RunID    // Mcp-Session-Id → run
+	contracts  map[string]activity.Contract // tool → what tools/list annotations say
 }
+
+// browsers are the HAR creators that are the client itself: what they
+// captured is what the client received. Anything else (mitmproxy,
+// Charles, Fiddler) captured in between, and cannot say what reached the
+// client.
+var browsers = map[string]bool{"WebInspector": true, "Firefox": true, "Safari": true, "Web Inspector": true}
+
+// atClient reports whether the archive was captured by the client.
+func (d *har) atClient() bool { return browsers[d.creator] }
 
 func (d *har) note() string {
 	return fmt.Sprintf("har 1.2: %d MCP tools/call entries (seen from the client: what the server did beyond its answer is not in the archive), "+
@@ -85,9 +97,16 @@ func (d *har) note() string {
 }
 
 func (d *har) decode(ctx context.Context, in *lines, k *sink) error {
-	d.keys = map[string]activity.ExecutionID{}
+	d.runs, d.contracts = map[string]activity.RunID{}, map[string]activity.Contract{}
 	dec := json.NewDecoder(in.r)
-	if err := harSeek(dec, "log", "entries"); err != nil {
+	seen := func(key string, v json.RawMessage) {
+		if key == "creator" {
+			var c struct{ Name, Version string }
+			json.Unmarshal(v, &c)
+			d.creator = c.Name
+		}
+	}
+	if err := harSeek(dec, seen, "log", "entries"); err != nil {
 		return &LineError{File: k.file, Line: 1, Field: "log.entries", Err: err}
 	}
 	n := int64(1)
@@ -111,7 +130,7 @@ func (d *har) decode(ctx context.Context, in *lines, k *sink) error {
 
 // harSeek walks the decoder into the array at path (object keys), skipping
 // every other value, so entries can be decoded one at a time.
-func harSeek(dec *json.Decoder, path ...string) error {
+func harSeek(dec *json.Decoder, seen func(key string, v json.RawMessage), path ...string) error {
 	for i, want := range path {
 		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 			return fmt.Errorf("not a HAR document: expected an object around %q", want)
@@ -130,6 +149,9 @@ func harSeek(dec *json.Decoder, path ...string) error {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
 				return err
+			}
+			if key, ok := tok.(string); ok && seen != nil {
+				seen(key, skip)
 			}
 		}
 		if i == len(path)-1 {
@@ -153,17 +175,16 @@ func (d *har) entry(k *sink, n int64, e *harEntry) error {
 	}
 	end := start.Add(time.Duration(e.Time * float64(time.Millisecond)))
 	if e.Request.PostData != nil {
-		if msg, ok := jsonRPCCall(e.Request.PostData.Text); ok {
-			d.mcp++
-			return d.toolCall(k, n, e, msg, u, start, end)
+		if msg, ok := jsonRPCRequest(e.Request.PostData.Text); ok {
+			return d.mcpMessage(k, n, e, msg, u, start, end)
 		}
 	}
 	d.http++
 	return d.request(k, n, e, u, start, end)
 }
 
-// rpcCall is a JSON-RPC tools/call request.
-type rpcCall struct {
+// rpcRequest is a JSON-RPC request.
+type rpcRequest struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
@@ -172,9 +193,10 @@ type rpcCall struct {
 	} `json:"params"`
 }
 
-func jsonRPCCall(body string) (rpcCall, bool) {
-	var m rpcCall
-	if json.Unmarshal([]byte(body), &m) != nil || m.Method != "tools/call" || m.Params.Name == "" {
+// jsonRPCRequest reads a body that is one JSON-RPC request.
+func jsonRPCRequest(body string) (rpcRequest, bool) {
+	var m rpcRequest
+	if json.Unmarshal([]byte(body), &m) != nil || m.Method == "" || len(m.ID) == 0 {
 		return m, false
 	}
 	return m, true
@@ -225,20 +247,71 @@ func rpcAnswer(body string, id json.RawMessage) (result json.RawMessage, rpcErr 
 	return nil, "", false
 }
 
+// mcpMessage reads an MCP request and its answer: a tools/call is a call
+// seen from the client's side; a tools/list answer gives contracts; an
+// initialize answer names the session.
+func (d *har) mcpMessage(k *sink, n int64, e *harEntry, msg rpcRequest, u *url.URL, start, end time.Time) error {
+	session := firstOf(header(e.Request.Headers, "Mcp-Session-Id"), header(e.Response.Headers, "Mcp-Session-Id"))
+	switch msg.Method {
+	case "tools/call":
+		if msg.Params.Name == "" {
+			return k.bad(n, fmt.Sprintf("log.entries[%d].request.postData.text", n-1), errors.New("tools/call without params.name"))
+		}
+		d.mcp++
+		return d.toolCall(k, n, e, msg, u, session, start, end)
+	case "tools/list":
+		if result, _, ok := rpcAnswer(e.Response.Content.Text, msg.ID); ok {
+			var r struct {
+				Tools []toolDef `json:"tools"`
+			}
+			json.Unmarshal(result, &r)
+			for _, t := range r.Tools {
+				if c, ok := t.contract(); ok {
+					d.contracts[t.Name] = c
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// run is the run of an MCP session: the weakest identity (a reconnect
+// gets a new session), the only one a capture of HTTP traffic has.
+func (d *har) run(k *sink, n int64, session, actor string, at time.Time) (activity.RunID, error) {
+	if session == "" {
+		return "", nil
+	}
+	if id, ok := d.runs[session]; ok {
+		return id, nil
+	}
+	r, err := k.run(activity.Run{Actor: actor, IdentifiedBy: activity.RunBySession, StartedAt: at, Source: k.at(n),
+		Evidence: "Mcp-Session-Id " + session + " (a transport session: a reconnect would start another)"})
+	if err != nil {
+		return "", k.fail(n, err)
+	}
+	d.runs[session] = r.ID
+	return r.ID, nil
+}
+
 // toolCall records an MCP tools/call seen in the archive: the client's
-// side of it.
-func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcCall, u *url.URL, start, end time.Time) error {
+// side of it. What the server did beyond its answer is not in it.
+func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcRequest, u *url.URL, session string, start, end time.Time) error {
 	args, err := canonArgs(msg.Params.Arguments)
 	if err != nil {
 		return k.bad(n, fmt.Sprintf("log.entries[%d].request.postData.text", n-1), err)
 	}
 	actor := harActor(e)
-	call := activity.Call{Actor: actor, Method: "tools/call", Tool: msg.Params.Name, ReceivedAt: start, Arguments: args,
-		Disposition: activity.DispositionNewExecution, Source: k.at(n), JSONRPCID: activity.Some(string(msg.ID))}
-	if sid := header(e.Request.Headers, "Mcp-Session-Id"); sid != "" {
-		call.SessionID = activity.Some(sid)
+	run, err := d.run(k, n, session, actor, start)
+	if err != nil {
+		return err
 	}
-	if v := header(e.Request.Headers, "MCP-Protocol-Version"); v != "" {
+	prov := d.at(k, n)
+	call := activity.Call{RunID: run, Actor: actor, Method: "tools/call", Tool: msg.Params.Name, ReceivedAt: start, Arguments: args,
+		Disposition: activity.DispositionNewExecution, Source: prov, JSONRPCID: activity.Some(string(msg.ID))}
+	if session != "" {
+		call.SessionID = activity.Some(session)
+	}
+	if v := firstOf(header(e.Request.Headers, "MCP-Protocol-Version"), protocolFromMeta(e.Request.PostData.Text)); v != "" {
 		call.ProtocolVersion = activity.Some(v)
 	}
 	id := activity.NewExecutionID(start)
@@ -247,15 +320,30 @@ func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcCall, u *url.URL, s
 	if err != nil {
 		return k.fail(n, err)
 	}
+	contract, ok := d.contracts[msg.Params.Name]
+	if !ok {
+		contract = activity.ContractBlockedAfterUnknown
+	}
+	nr := []activity.Fact{activity.FactAuthorization, activity.FactDispatch, activity.FactIdempotencyKey, activity.FactFingerprint}
+	if run == "" {
+		nr = append(nr, activity.FactRunIdentity)
+	}
+	if !d.atClient() {
+		nr = append(nr, activity.FactDelivery)
+	}
 	if _, err := k.accept(activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: msg.Params.Name, Channel: activity.ChannelMCP,
-		Target: u.Host + u.Path, Method: "tools/call", Arguments: args}, CreatedByCall: c.ID, Contract: activity.ContractBlockedAfterUnknown,
-		NotRecorded: []activity.Fact{activity.FactAuthorization, activity.FactDispatch, activity.FactIdempotencyKey, activity.FactRunIdentity, activity.FactFingerprint},
-		Times:       activity.Times{Accepted: activity.Some(start)}, Source: k.at(n)}); err != nil {
+		Target: u.Host + u.Path, Method: "tools/call", Arguments: args}, RunID: run, CreatedByCall: c.ID, Contract: contract,
+		NotRecorded: nr, Times: activity.Times{Accepted: activity.Some(start)}, Source: prov}); err != nil {
 		return k.fail(n, err)
 	}
-	steps := []activity.Transition{{To: activity.StateAuthorized}, {To: activity.StateDispatched}}
+	// The archive shows the request leave and the server's answer, not the
+	// server's authorization or dispatch.
+	steps := []activity.Transition{{To: activity.StateAuthorized, Implied: true}, {To: activity.StateDispatched, Implied: true}}
 	result, rpcErr, found := rpcAnswer(e.Response.Content.Text, msg.ID)
 	failure := firstOf(e.Response.Error, e.Error)
+	var r struct {
+		IsError bool `json:"isError"`
+	}
 	switch {
 	case e.Response.Status == 0 || !found:
 		d.noResponse++
@@ -263,26 +351,42 @@ func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcCall, u *url.URL, s
 			Reason: "no answer in the archive" + suffix(failure) + ": the server may have acted"})
 	case rpcErr != "":
 		steps = append(steps, activity.Transition{To: activity.StateUnknown, At: activity.Some(end), Reason: rpcErr + ": the server may have acted"})
+	case json.Unmarshal(result, &r) == nil && r.IsError:
+		steps = append(steps, activity.Transition{To: activity.StateFailed, At: activity.Some(end), Reason: "the tool answered isError: it says it failed"})
 	default:
-		to := activity.StateSucceeded
-		reason := "the tool answered; the target's own answer is not in the archive"
-		var r struct {
-			IsError bool `json:"isError"`
-		}
-		if json.Unmarshal(result, &r) == nil && r.IsError {
-			to, reason = activity.StateUnknown, "the tool answered isError; the archive does not show whether the target acted"
-		}
-		steps = append(steps, activity.Transition{To: to, At: activity.Some(end), Reason: reason})
-		if to == activity.StateSucceeded {
-			steps = append(steps, activity.Transition{To: activity.StateDelivered, At: activity.Some(end)})
-		}
+		steps = append(steps, activity.Transition{To: activity.StateSucceeded, At: activity.Some(end), Created: activity.CreatedInToolResult(result),
+			Reason: "the tool answered; the target's own answer is not in the archive"})
 	}
-	return d.steps(k, n, id, steps)
+	if last := steps[len(steps)-1].To; d.atClient() && (last == activity.StateSucceeded || last == activity.StateFailed) {
+		steps = append(steps, activity.Transition{To: activity.StateDelivered, At: activity.Some(end), Reason: "the client's capture holds the answer"})
+	}
+	return d.steps(k, n, id, prov, steps)
 }
 
-func (d *har) steps(k *sink, n int64, id activity.ExecutionID, steps []activity.Transition) error {
+// protocolFromMeta reads the 2026-07-28 protocol version a request names
+// in its _meta.
+func protocolFromMeta(body string) string {
+	var m struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	json.Unmarshal([]byte(body), &m)
+	var v string
+	json.Unmarshal(m.Params.Meta["io.modelcontextprotocol/protocolVersion"], &v)
+	return v
+}
+
+// at is an entry's provenance: its number, and its path in the archive.
+func (d *har) at(k *sink, n int64) activity.Provenance {
+	p := k.at(n)
+	p.Record = fmt.Sprintf("log.entries[%d]", n-1)
+	return p
+}
+
+func (d *har) steps(k *sink, n int64, id activity.ExecutionID, prov activity.Provenance, steps []activity.Transition) error {
 	for _, t := range steps {
-		t.ExecutionID = id
+		t.ExecutionID, t.Source = id, prov
 		if _, err := k.w.Transition(t); err != nil {
 			return k.fail(n, err)
 		}
@@ -290,65 +394,54 @@ func (d *har) steps(k *sink, n int64, id activity.ExecutionID, steps []activity.
 	return nil
 }
 
-// request records an HTTP request to a target.
+// request records an HTTP request to a target. Each request is an
+// execution of its own; one that carries an earlier request's
+// Idempotency-Key is answered from the first by the target, and the
+// analysis reads it so.
 func (d *har) request(k *sink, n int64, e *harEntry, u *url.URL, start, end time.Time) error {
 	method := strings.ToUpper(e.Request.Method)
-	body := ""
+	body, mime := "", ""
 	if e.Request.PostData != nil {
-		body = e.Request.PostData.Text
+		body, mime = e.Request.PostData.Text, e.Request.PostData.MimeType
 	}
-	args, err := bodyArgs(body)
+	args, err := requestArgs(body, firstOf(mime, header(e.Request.Headers, "Content-Type")))
 	if err != nil {
 		return k.bad(n, fmt.Sprintf("log.entries[%d].request.postData.text", n-1), err)
 	}
-	key := strings.Trim(header(e.Request.Headers, "Idempotency-Key", "X-Idempotency-Key"), `" `)
 	actor := harActor(e)
 	target := u.Host + u.Path
 	tool := "http " + method + " " + target
-	outcome := harOutcome(e, end)
-	call := activity.Call{Actor: actor, Method: "http", Tool: tool, ReceivedAt: start, Arguments: args, Source: k.at(n)}
-	if prior, ok := d.keys[key]; key != "" && ok {
-		e0, err := k.w.Execution(prior)
-		if err != nil {
-			return k.fail(n, err)
-		}
-		if e0.State == activity.StateUnknown {
-			// The key's first request got no answer: this one continues it.
-			call.Disposition, call.ExecutionID, call.Reason = activity.DispositionAttached, prior, "sent again with the same Idempotency-Key after an unknown outcome"
-			if _, err := k.call(call); err != nil {
-				return k.fail(n, err)
-			}
-			return d.steps(k, n, prior, []activity.Transition{{To: activity.StateDispatched, At: activity.Some(start), Reason: "resent with Idempotency-Key " + key}, outcome})
-		}
-		call.Disposition, call.ExecutionID, call.Reason = activity.DispositionAttached, prior, "repeated Idempotency-Key "+key+" of an answered request: the target answers from its record"
-		if _, err := k.call(call); err != nil {
-			return k.fail(n, err)
-		}
-		return nil
-	}
+	prov := d.at(k, n)
 	id := activity.NewExecutionID(start)
-	call.Disposition, call.ExecutionID = activity.DispositionNewExecution, id
-	c, err := k.call(call)
+	c, err := k.call(activity.Call{Actor: actor, Method: "http", Tool: tool, ReceivedAt: start, Arguments: args, Source: prov,
+		Disposition: activity.DispositionNewExecution, ExecutionID: id})
 	if err != nil {
 		return k.fail(n, err)
 	}
-	contract := httpContract(method, key)
-	nr := []activity.Fact{activity.FactAuthorization, activity.FactDelivery, activity.FactRunIdentity, activity.FactFingerprint}
-	ex := activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelHTTP, Target: target, Method: method, Arguments: args},
-		CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(start)}, Source: k.at(n)}
-	if contract == activity.ContractRepeatableWithKey {
-		ex.IdempotencyKey = activity.Some(key)
-		d.keys[key] = id
+	key := strings.Trim(header(e.Request.Headers, "Idempotency-Key", "X-Idempotency-Key"), `" `)
+	nr := []activity.Fact{activity.FactAuthorization, activity.FactRunIdentity, activity.FactFingerprint}
+	if !d.atClient() {
+		nr = append(nr, activity.FactDelivery)
 	}
-	ex.Contract, ex.NotRecorded = contract, nr
+	ex := activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelHTTP, Target: target, Method: method, Arguments: args},
+		CreatedByCall: c.ID, Contract: httpContract(method, key), NotRecorded: nr, Times: activity.Times{Accepted: activity.Some(start)}, Source: prov}
+	if len(e.Request.Headers) > 0 {
+		ex.IdempotencyKey = activity.Some(key) // every header is in the archive: "" is none sent
+	} else {
+		ex.NotRecorded = append(ex.NotRecorded, activity.FactIdempotencyKey)
+	}
 	if _, err := k.accept(ex); err != nil {
 		return k.fail(n, err)
 	}
-	return d.steps(k, n, id, []activity.Transition{{To: activity.StateAuthorized}, {To: activity.StateDispatched, At: activity.Some(start)}, outcome})
+	steps := []activity.Transition{{To: activity.StateAuthorized, Implied: true}, {To: activity.StateDispatched, At: activity.Some(start)}, harOutcome(e, end)}
+	if last := steps[2].To; d.atClient() && (last == activity.StateSucceeded || last == activity.StateFailed) {
+		steps = append(steps, activity.Transition{To: activity.StateDelivered, At: activity.Some(end), Reason: "the client's capture holds the answer"})
+	}
+	return d.steps(k, n, id, prov, steps)
 }
 
-// harOutcome reads a response: its status under the shared rule, a
-// replayed answer, or no response at all.
+// harOutcome reads a response: its status under the shared rule, what it
+// says it created, a replayed answer, or no response at all.
 func harOutcome(e *harEntry, end time.Time) activity.Transition {
 	t := activity.Transition{At: activity.Some(end)}
 	st := e.Response.Status
@@ -361,11 +454,34 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 	t.To, t.Reason = activity.StateForHTTPStatus(st)
 	switch {
 	case st == 409 && strings.Contains(strings.ToLower(e.Response.Content.Text), "idempotency"):
-		t.To, t.Reason = activity.StateUnknown, "the target reports this Idempotency-Key is still being processed (409)"
-	case t.To == activity.StateSucceeded && strings.EqualFold(header(e.Response.Headers, "Idempotent-Replayed", "X-Idempotency-Replayed"), "true"):
-		t.Reason = "the target replayed its stored answer for this Idempotency-Key"
+		t.To, t.Reason = activity.StateFailed, "the target answered 409: a request with this Idempotency-Key is still in progress, so this one did nothing"
+	case t.To == activity.StateSucceeded:
+		t.Created = activity.CreatedInHTTP(st, header(e.Response.Headers, "Location"), e.Response.Content.Text)
+		t.Replayed = replayMark(func(name string) string { return header(e.Response.Headers, name) })
+		if t.Replayed != "" {
+			t.Reason = "the target replayed its stored answer (" + t.Replayed + ")"
+		}
 	}
 	return t
+}
+
+// replayMark reads the headers targets mark a replayed answer with:
+// Idempotent-Replayed: true (Stripe and others), X-Idempotency-Replayed,
+// and Original-Request naming an earlier request than this one's.
+func replayMark(get func(string) string) string {
+	for _, h := range []string{"Idempotent-Replayed", "X-Idempotency-Replayed", "X-Idempotent-Replayed"} {
+		if strings.EqualFold(strings.TrimSpace(get(h)), "true") {
+			mark := h + ": true"
+			if o := get("Original-Request"); o != "" {
+				mark += ", Original-Request: " + o
+			}
+			return mark
+		}
+	}
+	if o, id := get("Original-Request"), get("Request-Id"); o != "" && id != "" && o != id {
+		return "Original-Request: " + o + " (this request: " + id + ")"
+	}
+	return ""
 }
 
 func suffix(s string) string {
@@ -392,6 +508,26 @@ func canonArgs(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	out, err := canon.Transform(raw)
 	return json.RawMessage(out), err
+}
+
+// requestArgs turns a request body into arguments: a form (the way Stripe
+// and others take parameters) as its fields, JSON as is, anything else as
+// text.
+func requestArgs(body, mime string) (json.RawMessage, error) {
+	if strings.HasPrefix(strings.ToLower(mime), "application/x-www-form-urlencoded") {
+		if q, err := url.ParseQuery(body); err == nil {
+			fields := map[string]any{}
+			for k, vs := range q {
+				if len(vs) == 1 {
+					fields[k] = vs[0]
+				} else {
+					fields[k] = vs
+				}
+			}
+			return canonArgs(mustJSON(fields))
+		}
+	}
+	return bodyArgs(body)
 }
 
 // bodyArgs turns a request body into arguments: JSON as is, anything else

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -53,9 +54,17 @@ type FileReport struct {
 	Calls           int64             `json:"calls"`
 	Executions      int64             `json:"executions"`
 	Skipped         int64             `json:"skipped"`
-	Errors          []string          `json:"errors,omitempty"` // the first skipped records, as file:line: reason
-	Note            string            `json:"note,omitempty"`   // what the source does not record, how it was checked
-	DurationMS      int64             `json:"duration_ms"`
+	// Noise counts lines that are not part of the protocol (a server's
+	// stderr in a host log, a log/slog line, a wrapped entry): recognised
+	// and passed over, not errors.
+	Noise int64 `json:"noise"`
+	// NotRecorded counts records imported with a fact the log lacks, by
+	// field ("host", "arguments", "outcome"): imported, marked not
+	// recorded, never refused for it.
+	NotRecorded map[string]int64 `json:"not_recorded,omitempty"`
+	Errors      []string         `json:"errors,omitempty"` // the first skipped records, as file:line: reason
+	Note        string           `json:"note,omitempty"`   // what the source does not record, how it was checked
+	DurationMS  int64            `json:"duration_ms"`
 }
 
 // Summary says in one line what the import added, for a status bar or a
@@ -65,7 +74,27 @@ func (r FileReport) Summary() string {
 	if r.AlreadyImported {
 		return fmt.Sprintf("%s was imported before (%s): nothing added", filepath.Base(r.File), r.Source)
 	}
-	return fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped)
+	s := fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped)
+	if r.Noise > 0 {
+		s += fmt.Sprintf(", %d noise lines", r.Noise)
+	}
+	if nr := r.notRecordedText(); nr != "" {
+		s += ", not recorded: " + nr
+	}
+	return s
+}
+
+// notRecordedText lists the not-recorded counts: "host ×2, arguments ×5".
+func (r FileReport) notRecordedText() string {
+	fields := make([]string, 0, len(r.NotRecorded))
+	for f := range r.NotRecorded {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	for i, f := range fields {
+		fields[i] = fmt.Sprintf("%s ×%d", f, r.NotRecorded[f])
+	}
+	return strings.Join(fields, ", ")
 }
 
 // errDryRun rolls a dry run's transaction back.

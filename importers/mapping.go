@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,10 +26,10 @@ import (
 type Mapping struct {
 	Name string `toml:"name"`
 	Doc  string `toml:"doc"`
-	// Detect lists keys a first line must all have for detection to pick
-	// this mapping (presets only; operator-defined key names cannot be
-	// recognised).
-	Detect []string `toml:"detect"`
+	// Detect lists key sets: a first line that has every key of one set
+	// is picked for this mapping (presets only; operator-defined key names
+	// cannot be recognised). Several sets: the producer's alternatives.
+	Detect [][]string `toml:"detect"`
 	// Match, if set, is a pointer that must be present and not empty for
 	// a line to be a record; other lines are counted and skipped.
 	Match string `toml:"match"`
@@ -46,9 +47,18 @@ type Mapping struct {
 	Status         Field `toml:"status"`      // the status sent to the client
 	Upstream       Field `toml:"upstream"`    // where the proxy sent it; empty: not sent
 	UpstreamStatus Field `toml:"upstream_status"`
-	Attempts       Field `toml:"attempts"` // how many times the proxy sent it
-	IdempotencyKey Field `toml:"idempotency_key"`
-	Flags          Field `toml:"flags"` // proxy condition codes (Envoy's response_flags)
+	Attempts       Field `toml:"attempts"`        // how many times the proxy sent it
+	IdempotencyKey Field `toml:"idempotency_key"` // a record that has the field but no value: none sent
+	Flags          Field `toml:"flags"`           // proxy condition codes (Envoy's response_flags)
+	Location       Field `toml:"location"`        // the answer's Location: what a 201 created
+	Replayed       Field `toml:"replayed"`        // the answer's replay mark (Idempotent-Replayed)
+	// MCP seen by a proxy: the 2026-07-28 Mcp-Method and Mcp-Name headers,
+	// or what an MCP-aware proxy logs of the JSON-RPC message; Body is the
+	// JSON-RPC request itself, when logged. A proxy's status for an MCP
+	// POST opens or ends a stream: it is not the tool's result.
+	MCPMethod Field `toml:"mcp_method"`
+	MCPName   Field `toml:"mcp_name"`
+	Body      Field `toml:"body"`
 
 	// Conditions, by flag or by status sent to the client.
 	NotSent    Cond `toml:"not_sent"`    // the request never reached the target
@@ -57,17 +67,20 @@ type Mapping struct {
 	Denied     Cond `toml:"denied"`      // refused by the proxy's authorization
 }
 
-// Cond matches a record by its flags or by the status sent to the client.
+// Cond matches a record by its flags or by the status sent to the client,
+// and only where every Where pointer has its value (Kong's source).
 type Cond struct {
-	Flags  []string `toml:"flags"`
-	Status []int    `toml:"status"`
+	Flags  []string          `toml:"flags"`
+	Status []int             `toml:"status"`
+	Where  map[string]string `toml:"where"`
 }
 
 // Field is how one value is read.
 type Field struct {
 	From     []string          `toml:"from"`      // JSON Pointers, first present wins
 	Const    string            `toml:"const"`     // a fixed value when From finds nothing
-	Time     string            `toml:"time"`      // rfc3339, unix_s, unix_ms, unix_us, unix_ns, or a Go layout
+	Time     string            `toml:"time"`      // rfc3339, unix_s, unix_ms, unix_us, unix_ns, or a Go layout; "a | b": the first that reads
+	Part     int               `toml:"part"`      // the value's nth word (1-based), when it has that many ("POST /x HTTP/1.1")
 	Unit     string            `toml:"unit"`      // for durations: ns, us, ms (default) or s
 	Add      int               `toml:"add"`       // added to a number (RetryAttempts + 1 = attempts)
 	Count    bool              `toml:"count"`     // the length of the array at the pointer
@@ -77,6 +90,9 @@ type Field struct {
 	Header   string            `toml:"header"`    // the pointer holds headers: pick this one (any case)
 	Map      map[string]string `toml:"map"`       // replace values
 	Prefix   string            `toml:"prefix"`
+	// AbsentIsEmpty: the producer always writes this field when it has a
+	// value (Kong logs every try), so a record without it has none.
+	AbsentIsEmpty bool `toml:"absent_is_empty"`
 }
 
 //go:embed presets/*.toml
@@ -138,17 +154,16 @@ func detectPreset(obj map[string]json.RawMessage) string {
 	sort.Strings(names)
 	for _, n := range names {
 		m := presets[n]
-		if len(m.Detect) == 0 {
-			continue
-		}
-		all := true
-		for _, k := range m.Detect {
-			if _, ok := obj[k]; !ok {
-				all = false
+		for _, set := range m.Detect {
+			all := len(set) > 0
+			for _, k := range set {
+				if _, ok := obj[k]; !ok {
+					all = false
+				}
 			}
-		}
-		if all {
-			return n
+			if all {
+				return n
+			}
 		}
 	}
 	return ""
@@ -209,6 +224,9 @@ func (f Field) values(doc any) []string {
 	default:
 		s = scalar(raw)
 	}
+	if words := strings.Fields(s); f.Part > 0 && len(words) >= f.Part {
+		s = words[f.Part-1]
+	}
 	if f.Add != 0 {
 		if x, err := strconv.Atoi(s); err == nil {
 			s = strconv.Itoa(x + f.Add)
@@ -240,6 +258,21 @@ func (f Field) values(doc any) []string {
 		}
 	}
 	return out
+}
+
+// present reports whether the record has the field at all: a key with no
+// value ("", "-", null) is present (the proxy says: none), a missing key
+// is not recorded.
+func (f Field) present(doc any) bool {
+	if f.AbsentIsEmpty {
+		return true
+	}
+	for _, p := range f.From {
+		if _, ok := pointer(doc, p); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (f Field) value(doc any) string {
@@ -293,6 +326,18 @@ func (f Field) time(doc any) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, errors.New("missing")
 	}
+	var err error
+	for _, layout := range strings.Split(f.Time, "|") {
+		var t time.Time
+		if t, err = parseTimeAs(s, strings.TrimSpace(layout)); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, err
+}
+
+// parseTimeAs reads s in one of the layouts a mapping names.
+func parseTimeAs(s, layout string) (time.Time, error) {
 	unix := func(div float64) (time.Time, error) {
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -301,7 +346,7 @@ func (f Field) time(doc any) (time.Time, error) {
 		sec := x / div
 		return time.Unix(0, int64(sec*1e9)).UTC(), nil
 	}
-	switch f.Time {
+	switch layout {
 	case "", "rfc3339":
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
@@ -317,9 +362,9 @@ func (f Field) time(doc any) (time.Time, error) {
 	case "unix_ns":
 		return unix(1e9)
 	}
-	t, err := time.Parse(f.Time, s)
+	t, err := time.Parse(layout, s)
 	if err != nil {
-		return t, fmt.Errorf("%q does not fit the layout %q", s, f.Time)
+		return t, fmt.Errorf("%q does not fit the layout %q", s, layout)
 	}
 	return t, nil
 }
@@ -341,7 +386,21 @@ func (f Field) ms(doc any) (float64, bool) {
 	return x, true
 }
 
-func (c Cond) holds(flags []string, status int) bool {
+func (c Cond) holds(doc any, flags []string, status int) bool {
+	for p, want := range c.Where {
+		v, ok := pointer(doc, p)
+		if got := ""; ok && v != nil {
+			got = scalar(v)
+			if got != want {
+				return false
+			}
+		} else if want != "" { // "" matches a pointer with no value, or none
+			return false
+		}
+	}
+	if len(c.Where) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
+		return true
+	}
 	for _, f := range c.Flags {
 		for _, g := range flags {
 			if f == g {
@@ -364,21 +423,28 @@ type mapped struct {
 	records  int64
 	ignored  int64
 	attempts int64
+	mcpOther int64 // MCP messages through the proxy that are not tool calls
+	mcpCalls int64 // MCP tool calls through the proxy
 	runs     map[string]activity.RunID
-	keys     map[string]activity.ExecutionID
 }
 
 func (d *mapped) note() string {
-	n := fmt.Sprintf("%s access log through its mapping: %d requests, %d lines not matched, %d sends counted by the proxy. ", d.m.Name, d.records, d.ignored, d.attempts)
-	n += "Not recorded: authorization unless the proxy denied the request, which process sent it (only its address), what happened at the target beyond the status"
-	if len(d.m.Arguments.From) == 0 {
+	n := fmt.Sprintf("%s access log through its mapping: %d requests, %d lines not matched, %d sends counted by the proxy", d.m.Name, d.records, d.ignored, d.attempts)
+	if d.mcpOther > 0 {
+		n += fmt.Sprintf(", %d MCP messages that are not tool calls", d.mcpOther)
+	}
+	n += ". Not recorded: authorization unless the proxy denied the request, which process sent it (only its address), what happened at the target beyond the status"
+	if len(d.m.Arguments.From) == 0 && len(d.m.Body.From) == 0 {
 		n += ", request arguments (requests to one method, host and path are taken for one effect)"
+	}
+	if d.mcpCalls > 0 {
+		n += fmt.Sprintf("; for the %d MCP tool calls,", d.mcpCalls) + " the tool's result (the proxy's status opens or ends the stream) and what the MCP server dispatched"
 	}
 	return n + "."
 }
 
 func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
-	d.runs, d.keys = map[string]activity.RunID{}, map[string]activity.ExecutionID{}
+	d.runs = map[string]activity.RunID{}
 	return eachLine(ctx, in, k, func(n int64, line []byte) error {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.UseNumber()
@@ -400,143 +466,221 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	})
 }
 
+// mcpPath reports whether a path is an MCP endpoint.
+func mcpPath(p string) bool {
+	return p == "/mcp" || strings.HasSuffix(p, "/mcp") || strings.HasSuffix(p, "/mcp/")
+}
+
+// request is one record read through the mapping.
+type request struct {
+	start, end           time.Time
+	method, target, tool string
+	args                 json.RawMessage
+	status               int
+	flags                []string
+	actor                string
+	run                  activity.RunID
+	key                  string
+	nr                   []activity.Fact
+	call                 activity.Call
+	mcp                  bool // a tools/call seen by a proxy
+	location, replayed   string
+}
+
 func (d *mapped) record(k *sink, n int64, doc any) error {
 	m := d.m
-	start, err := m.Time.time(doc)
-	if err != nil {
+	r := request{}
+	var err error
+	if r.start, err = m.Time.time(doc); err != nil {
 		return k.bad(n, "time ("+strings.Join(m.Time.From, ", ")+")", err)
 	}
 	dur, _ := m.Duration.ms(doc)
-	end := start.Add(time.Duration(dur * float64(time.Millisecond)))
-	method := strings.ToUpper(m.Method.value(doc))
+	r.end = r.start.Add(time.Duration(dur * float64(time.Millisecond)))
+	r.method = strings.ToUpper(m.Method.value(doc))
 	host, p := m.Host.value(doc), m.Path.value(doc)
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
 		p = p[:i]
 	}
-	target := host + p
-	if target == "" {
-		return k.bad(n, "host/path", errors.New("no target: neither host nor path is present"))
+	r.nr = []activity.Fact{activity.FactFingerprint}
+	if host == "" {
+		k.notRecorded("host") // e.g. a request authorization refused before routing
 	}
-	tool := m.Tool.value(doc)
-	if tool == "" {
-		tool = "http " + method + " " + path.Clean("/" + target)[1:]
+	r.target = host + p
+	if r.target == "" {
+		k.notRecorded("target")
+		r.target = "(not recorded)"
+		r.nr = append(r.nr, activity.FactArguments)
 	}
-	args := json.RawMessage("{}")
-	if len(m.Arguments.From) > 0 {
-		if v := m.Arguments.value(doc); v != "" {
-			if args, err = bodyArgs(v); err != nil {
-				return k.bad(n, "arguments", err)
+	mcpMethod, mcpName := m.MCPMethod.value(doc), m.MCPName.value(doc)
+	r.args = json.RawMessage("{}")
+	if body := m.Body.value(doc); body != "" {
+		if req, ok := jsonRPCRequest(body); ok {
+			mcpMethod, mcpName = req.Method, firstOf(req.Params.Name, mcpName)
+			if r.args, err = canonArgs(req.Params.Arguments); err != nil {
+				return k.bad(n, "body", err)
 			}
 		}
 	}
-	status, _ := strconv.Atoi(m.Status.value(doc))
-	flags := m.Flags.values(doc)
-	if len(flags) == 1 && strings.Contains(flags[0], ",") {
-		flags = strings.Split(flags[0], ",")
+	if mcpMethod != "" || len(m.MCPMethod.From) > 0 && mcpPath(p) {
+		if mcpMethod != "tools/call" {
+			d.mcpOther++ // initialize, tools/list, notifications, or a message whose method is not logged
+			if mcpMethod == "" {
+				k.notRecorded("mcp method")
+			}
+			return nil
+		}
+		r.mcp, r.tool = true, firstOf(mcpName, "(not recorded)")
+		d.mcpCalls++
+		r.nr = append(r.nr, activity.FactDispatch, activity.FactOutcome, activity.FactIdempotencyKey)
+		if len(m.Body.From) == 0 || m.Body.value(doc) == "" {
+			r.args = json.RawMessage("null")
+			r.nr = append(r.nr, activity.FactArguments)
+			k.notRecorded("arguments")
+		}
+	} else {
+		r.tool = m.Tool.value(doc)
+		if r.tool == "" {
+			r.tool = "http " + r.method + " " + strings.TrimPrefix(path.Clean("/"+r.target), "/")
+			if host == "" {
+				r.tool = "http " + r.method + " " + path.Clean("/"+r.target)
+			}
+		}
+		if len(m.Arguments.From) > 0 {
+			if v := m.Arguments.value(doc); v != "" {
+				if r.args, err = bodyArgs(v); err != nil {
+					return k.bad(n, "arguments", err)
+				}
+			}
+		}
+	}
+	r.status, _ = strconv.Atoi(m.Status.value(doc))
+	r.flags = m.Flags.values(doc)
+	if len(r.flags) == 1 && strings.Contains(r.flags[0], ",") {
+		r.flags = strings.Split(r.flags[0], ",")
 	}
 	d.records++
-	actor := firstOf(m.Actor.value(doc), "proxy-client:unknown")
-	run, err := d.run(k, n, m.Session.value(doc), actor, start)
-	if err != nil {
+	r.actor = firstOf(m.Actor.value(doc), "proxy-client:unknown")
+	session := m.Session.value(doc)
+	if r.run, err = d.run(k, n, session, r.actor, r.start); err != nil {
 		return err
 	}
-	key := m.IdempotencyKey.value(doc)
-	call := activity.Call{RunID: run, Actor: actor, Method: "http", Tool: tool, ReceivedAt: start, Arguments: args, Source: k.at(n)}
-	if sid := m.Session.value(doc); sid != "" {
-		call.SessionID = activity.Some(sid)
+	if r.run == "" {
+		r.nr = append(r.nr, activity.FactRunIdentity)
+	}
+	// A record with the key's field but no value: none was sent.
+	if r.key = m.IdempotencyKey.value(doc); !r.mcp && !m.IdempotencyKey.present(doc) {
+		r.nr = append(r.nr, activity.FactIdempotencyKey)
+	}
+	r.location, r.replayed = m.Location.value(doc), m.Replayed.value(doc)
+	r.call = activity.Call{RunID: r.run, Actor: r.actor, Method: "http", Tool: r.tool, ReceivedAt: r.start, Arguments: r.args, Source: k.at(n)}
+	if r.mcp {
+		r.call.Method = "tools/call"
+	}
+	if session != "" {
+		r.call.SessionID = activity.Some(session)
 	}
 	if rid := m.RequestID.value(doc); rid != "" {
-		call.JSONRPCID = activity.Some(rid)
+		r.call.JSONRPCID = activity.Some(rid)
 	}
-	nr := []activity.Fact{activity.FactFingerprint}
-	if run == "" {
-		nr = append(nr, activity.FactRunIdentity)
-	}
-	if len(m.IdempotencyKey.From) == 0 {
-		nr = append(nr, activity.FactIdempotencyKey)
-	}
-	contract := httpContract(method, key)
-	if prior, ok := d.keys[key]; key != "" && ok {
-		call.Disposition, call.ExecutionID, call.Reason = activity.DispositionAttached, prior, "the same Idempotency-Key as an earlier request"
-		if _, err := k.call(call); err != nil {
-			return k.fail(n, err)
-		}
-		return nil
-	}
+	return d.sends(k, n, doc, &r)
+}
+
+// sends records a request's sends: refused by the proxy, never sent, or
+// one execution per send (the proxy's retries are sends of their own,
+// with the same headers, so the same key).
+func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
+	m := d.m
 	ups, upStatus := m.Upstream.values(doc), m.UpstreamStatus.values(doc)
+	sentRecorded := len(m.Upstream.From) == 0 || m.Upstream.present(doc)
+	if !sentRecorded {
+		r.nr = append(r.nr, activity.FactDispatch)
+	}
 	attempts := len(upStatus)
 	if a, _ := strconv.Atoi(m.Attempts.value(doc)); a > attempts {
 		attempts = a
 	}
-	if attempts == 0 && (len(ups) > 0 || status != 0) {
+	if attempts == 0 && (len(ups) > 0 || r.status != 0) {
 		attempts = 1
 	}
 	d.attempts += int64(attempts)
-	// Refused by the proxy, or never sent: one execution, no dispatch.
-	if m.Denied.holds(flags, status) || m.NotSent.holds(flags, status) || len(ups) == 0 && len(m.Upstream.From) > 0 {
-		id, err := d.start(k, n, call, actor, tool, target, method, args, contract, key, nr, start)
+	denied := m.Denied.holds(doc, r.flags, r.status)
+	notSent := m.NotSent.holds(doc, r.flags, r.status) || sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0
+	if denied || notSent {
+		id, err := d.start(k, n, r, r.call)
 		if err != nil {
 			return err
 		}
-		t := activity.Transition{To: activity.StateRejected, At: activity.Some(end), Reason: "refused by the proxy (" + condText(status, flags) + ")"}
-		if !m.Denied.holds(flags, status) {
-			if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized}); err != nil {
+		t := activity.Transition{To: activity.StateRejected, At: activity.Some(r.end), Reason: "refused by the proxy (" + condText(r.status, r.flags) + ")"}
+		if !denied {
+			if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
 				return err
 			}
-			t = activity.Transition{To: activity.StateFailedBefore, At: activity.Some(end), Reason: "not sent to the target (" + condText(status, flags) + ")"}
+			t = activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end), Reason: "not sent to the target (" + condText(r.status, r.flags) + ")"}
 		}
 		return d.step(k, n, id, t)
 	}
-	var id activity.ExecutionID
 	// A log that names one upstream status for several sends gives the
 	// last one's: the earlier sends' answers are not in it.
 	offset := attempts - len(upStatus)
 	for i := 0; i < attempts; i++ {
 		last := i == attempts-1
-		if i == 0 || key == "" {
-			c := call
-			if i > 0 {
-				c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", i+1, attempts)
-			}
-			if id, err = d.start(k, n, c, actor, tool, target, method, args, contract, key, nr, start); err != nil {
-				return err
-			}
-			if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized}); err != nil {
-				return err
-			}
+		c := r.call
+		if i > 0 {
+			c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", i+1, attempts)
 		}
-		if err := d.step(k, n, id, activity.Transition{To: activity.StateDispatched, At: activity.Some(start)}); err != nil {
+		id, err := d.start(k, n, r, c)
+		if err != nil {
 			return err
 		}
-		t := activity.Transition{To: activity.StateUnknown, At: activity.Some(end), Reason: "the proxy sent it again: this attempt's answer is not in the log"}
+		if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
+			return err
+		}
+		if err := d.step(k, n, id, activity.Transition{To: activity.StateDispatched, At: activity.Some(r.start), Implied: r.mcp || !sentRecorded}); err != nil {
+			return err
+		}
+		if r.mcp {
+			// The proxy forwarded the tool call; the MCP server's answer
+			// travels in the stream the proxy's status only opened.
+			if m.NoAnswer.holds(doc, r.flags, r.status) {
+				if err := d.step(k, n, id, activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end),
+					Reason: "the stream to the MCP server failed (" + condText(r.status, r.flags) + "): it may have acted"}); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		t := activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end), Implied: true, Reason: "the proxy sent it again: this attempt's answer is not in the log"}
 		if i >= offset && len(upStatus) > 0 {
 			code, _ := strconv.Atoi(upStatus[i-offset])
-			t = outcomeOf(code, flags, m, last, end)
+			t = outcomeOf(doc, code, r.flags, m, last, r.end)
 		} else if last {
-			t = outcomeOf(status, flags, m, true, end)
+			t = outcomeOf(doc, r.status, r.flags, m, true, r.end)
+		}
+		if last && t.To == activity.StateSucceeded {
+			t.Created = activity.CreatedInHTTP(t.TargetStatus.V, r.location, "")
+			if strings.EqualFold(r.replayed, "true") {
+				t.Replayed = "Idempotent-Replayed: true"
+			}
 		}
 		if err := d.step(k, n, id, t); err != nil {
 			return err
 		}
 		if last && (t.To == activity.StateSucceeded || t.To == activity.StateFailed) {
-			next := activity.Transition{To: activity.StateDelivered, At: activity.Some(end)}
-			if m.ClientGone.holds(flags, status) {
-				next.To, next.Reason = activity.StateDeliveryFailed, "the client went away ("+condText(status, flags)+")"
+			next := activity.Transition{To: activity.StateDelivered, At: activity.Some(r.end), Reason: "the proxy sent the answer to the client"}
+			if m.ClientGone.holds(doc, r.flags, r.status) {
+				next.To, next.Reason = activity.StateDeliveryFailed, "the client went away ("+condText(r.status, r.flags)+")"
 			}
 			if err := d.step(k, n, id, next); err != nil {
 				return err
 			}
 		}
 	}
-	if key != "" {
-		d.keys[key] = id
-	}
 	return nil
 }
 
-func outcomeOf(code int, flags []string, m *Mapping, last bool, end time.Time) activity.Transition {
+func outcomeOf(doc any, code int, flags []string, m *Mapping, last bool, end time.Time) activity.Transition {
 	t := activity.Transition{At: activity.Some(end)}
-	if code == 0 || (last && m.NoAnswer.holds(flags, code)) {
+	if code == 0 || (last && m.NoAnswer.holds(doc, flags, code)) {
 		t.To, t.Reason = activity.StateUnknown, "no answer from the target: it may have acted"
 		if len(flags) > 0 {
 			t.Reason = "no answer from the target (" + strings.Join(flags, ",") + "): it may have acted"
@@ -561,18 +705,21 @@ func condText(status int, flags []string) string {
 	return s
 }
 
-func (d *mapped) start(k *sink, n int64, c activity.Call, actor, tool, target, method string, args json.RawMessage,
-	contract activity.Contract, key string, nr []activity.Fact, at time.Time) (activity.ExecutionID, error) {
-	id := activity.NewExecutionID(at)
+func (d *mapped) start(k *sink, n int64, r *request, c activity.Call) (activity.ExecutionID, error) {
+	id := activity.NewExecutionID(r.start)
 	c.ID, c.Disposition, c.ExecutionID = "", activity.DispositionNewExecution, id
 	c, err := k.call(c)
 	if err != nil {
 		return "", k.fail(n, err)
 	}
-	e := activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelHTTP, Target: target, Method: method, Arguments: args},
-		RunID: c.RunID, Contract: contract, CreatedByCall: c.ID, NotRecorded: nr, Times: activity.Times{Accepted: activity.Some(at)}, Source: k.at(n)}
-	if key != "" {
-		e.IdempotencyKey = activity.Some(key)
+	ch, contract := activity.ChannelHTTP, httpContract(r.method, r.key)
+	if r.mcp {
+		ch, contract = activity.ChannelMCP, activity.ContractBlockedAfterUnknown
+	}
+	e := activity.Execution{ID: id, Action: activity.Action{Actor: r.actor, Tool: r.tool, Channel: ch, Target: r.target, Method: r.method, Arguments: r.args},
+		RunID: c.RunID, Contract: contract, CreatedByCall: c.ID, NotRecorded: r.nr, Times: activity.Times{Accepted: activity.Some(r.start)}, Source: k.at(n)}
+	if !slices.Contains(r.nr, activity.FactIdempotencyKey) {
+		e.IdempotencyKey = activity.Some(r.key)
 	}
 	if _, err := k.accept(e); err != nil {
 		return "", k.fail(n, err)

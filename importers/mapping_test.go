@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 // TestCustomMapping reads a log no preset knows through a mapping file:
@@ -22,13 +23,24 @@ func TestCustomMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Format != "mapping:acme-gateway-audit" || rep.Calls != 2 || rep.Executions != 1 || !strings.Contains(rep.Note, "1 lines not matched") {
+	if rep.Format != "mapping:acme-gateway-audit" || rep.Calls != 2 || rep.Executions != 2 || !strings.Contains(rep.Note, "1 lines not matched") {
 		t.Fatalf("report: %+v", rep)
 	}
 	var calls []activity.CallRow
 	s.ScanCalls(ctx, func(c *activity.CallRow) error { calls = append(calls, *c); return nil })
-	if len(calls) != 2 || calls[1].Disposition != activity.DispositionAttached || calls[1].ExecutionID != calls[0].ExecutionID || calls[0].Actor != "acme:agent-31337" {
+	if len(calls) != 2 || calls[0].Actor != "acme:agent-31337" || calls[1].ExecutionID == calls[0].ExecutionID {
 		t.Fatalf("calls: %+v", calls)
+	}
+	// Each request is an execution of its own; the second carried the
+	// first one's key (the header name's case does not matter), so the
+	// target answers it from the first: one action, by key.
+	res, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil || len(res.Suspects) != 1 {
+		t.Fatalf("analysis: %v %+v", err, res)
+	}
+	sus := res.Suspects[0]
+	if sus.Verdict != analyze.VerdictAttached || sus.Questions[4].Finding != "same_key" {
+		t.Fatalf("same key: %s, Q5 %+v", sus.Verdict, sus.Questions[4])
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 func init() {
 	formats["mcp-log"] = func(path string) decoder { return &mcpLog{file: filepath.Base(path)} }
-	linePatterns["mcp-log"] = regexp.MustCompile(`^(\S+ ){0,2}(read|write): [\[{]|^\S+ \[[^\]]+\] \[\w+\] Message from (client|server): `)
+	linePatterns["mcp-log"] = regexp.MustCompile(`^(\S+ ){0,2}(read|write): [\[{]|^\S+ \[[^\]]+\] (\[[^\]]+\] )?(Message from (client|server): |Initializing server|Server started)`)
 }
 
 var (
@@ -25,12 +25,22 @@ var (
 	// an optional timestamp when its writer adds one (RFC 3339, or the log
 	// package's "2006/01/02 15:04:05.000000").
 	sdkLine = regexp.MustCompile(`^(?:(\d{4}-\d\d-\d\dT\S+|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) )?(read|write)(: | error: )(.*)$`)
-	// Claude Desktop: "2026-05-09T15:57:42.410Z [server] [info] Message from client: …"
-	claudeLine = regexp.MustCompile(`^(\S+) \[([^\]]+)\] \[(\w+)\] Message from (client|server): (.*)$`)
+	// Claude Desktop: "2026-05-09T15:57:42.410Z [server] [info] <message>",
+	// or with the level first ("[info] [server]"), or with no server
+	// (older mcp.log), each message maybe followed by " { metadata: … }".
+	claudeLine = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT[\d:.]+Z) \[([^\]]+)\](?: \[([^\]]+)\])? (.*)$`)
+	claudeMsg  = regexp.MustCompile(`^Message from (client|server): (.*)$`)
+	claudeMeta = regexp.MustCompile(` \{ metadata: .*\}$`)
 	// Newer Claude Desktop builds leave payloads out: `method="tools/call" id=6 params`,
-	// `id=6 result(1 blocks)`, `id=9 error(code=-32603)`.
-	claudeRedacted = regexp.MustCompile(`^(?:method="([^"]+)" )?id=(\S+)(?: (result|error)\((?:code=(-?\d+))?[^)]*\))?`)
+	// `id=6 result(1 blocks)`, `id=9 error(code=-32603)`, `method="notifications/initialized"`.
+	claudeRedacted = regexp.MustCompile(`^(?:method="([^"]+)")? ?(?:id=(\S+))?(?: (result|error)(?:\((?:code=(-?\d+))?[^)]*\))?)?(?: params)?$`)
+	// The Go SDK writes a marshal failure without a newline: the next
+	// message follows on the same line.
+	sdkGlued = regexp.MustCompile(`(?:^|[^a-z])((?:read|write): [\[{].*)$`)
 )
+
+// logLevels are the levels Claude Desktop brackets.
+var logLevels = map[string]bool{"info": true, "error": true, "warn": true, "warning": true, "debug": true}
 
 // mcpLog imports raw MCP JSON-RPC message logs: the Go SDK's
 // LoggingTransport lines and Claude Desktop's mcp*.log lines. Each log is
@@ -49,6 +59,8 @@ type mcpLog struct {
 	other    int64 // lines that are not MCP messages (server stderr, log noise)
 	untimed  bool
 	redacted int64
+	// contracts are what tools/list annotations say of each tool.
+	contracts map[string]activity.Contract
 }
 
 type mcpPending struct {
@@ -82,17 +94,15 @@ type mcpMsg struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
 		Reason    string          `json:"reason"`
 	} `json:"params"`
-	Result *struct {
-		IsError bool `json:"isError"`
-	} `json:"result"`
-	Error *struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
 }
 
 func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
-	d.open = map[string]*mcpPending{}
+	d.open, d.contracts = map[string]*mcpPending{}, map[string]activity.Contract{}
 	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
 		if err := d.line(k, n, string(line)); err != nil {
 			return err
@@ -103,9 +113,11 @@ func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
+	// Requests still open at the end: the log shows no answer, which is
+	// not the same as showing none came (it may simply end here).
 	for _, key := range d.order {
 		if p, ok := d.open[key]; ok {
-			t := activity.Transition{To: activity.StateUnknown, Reason: "no answer in the log: the server may have acted"}
+			t := activity.Transition{To: activity.StateUnknown, Implied: true, Reason: "no answer in the log: the server may have acted"}
 			if p.cancel != "" {
 				t.At, t.Reason = optTime(p.cancelAt), "cancelled by the client ("+p.cancel+") and never answered: the server may have acted"
 			}
@@ -119,19 +131,17 @@ func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 
 func (d *mcpLog) line(k *sink, n int64, s string) error {
 	if m := claudeLine.FindStringSubmatch(s); m != nil {
-		at, err := time.Parse(time.RFC3339Nano, m[1])
-		if err != nil {
-			return k.bad(n, "time", fmt.Errorf("%q is not an RFC 3339 time", m[1]))
+		return d.claude(k, n, m)
+	}
+	if strings.HasPrefix(s, "LoggingTransport: ") {
+		if g := sdkGlued.FindStringSubmatch(s); g != nil {
+			s = g[1] // the message the failure message was glued to
 		}
-		payload := strings.TrimSuffix(m[5], " { metadata: undefined }")
-		// Messages from the client are what Claude sent: the client side.
-		dir := map[string]string{"client": "write", "server": "read"}[m[4]]
-		d.side = "client"
-		return d.payload(k, n, at, m[2], dir, payload)
 	}
 	m := sdkLine.FindStringSubmatch(s)
 	if m == nil {
-		d.other++
+		d.other++ // slog lines, a server's own output
+		k.noise()
 		return nil
 	}
 	var at time.Time
@@ -144,9 +154,39 @@ func (d *mcpLog) line(k *sink, n int64, s string) error {
 		d.untimed = true
 	}
 	if m[3] == " error: " {
-		return d.transportError(k, n, at, m[4])
+		return d.closeOpen(k, n, at, "", "the connection failed ("+m[4]+")")
 	}
 	return d.payload(k, n, at, "", m[2], m[4])
+}
+
+// claude reads one Claude Desktop line: a message between Claude and a
+// server, or Claude's own account of the connection (noise, except that a
+// closed transport leaves the open requests unanswered).
+func (d *mcpLog) claude(k *sink, n int64, m []string) error {
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		return k.bad(n, "time", fmt.Errorf("%q is not an RFC 3339 time", m[1]))
+	}
+	server, text := m[2], m[4]
+	switch {
+	case m[3] != "" && logLevels[strings.ToLower(m[2])]:
+		server = m[3] // "[info] [server]"
+	case m[3] == "" && logLevels[strings.ToLower(m[2])]:
+		server = "" // an older mcp.log line: "[info] message"
+	}
+	text = claudeMeta.ReplaceAllString(text, "")
+	msg := claudeMsg.FindStringSubmatch(text)
+	if msg == nil {
+		d.other++
+		k.noise()
+		if strings.HasPrefix(text, "Server transport closed") || strings.HasPrefix(text, "Client transport closed") {
+			return d.closeOpen(k, n, at, server, "the connection to the server closed")
+		}
+		return nil
+	}
+	// Messages from the client are what Claude sent: the client side.
+	d.side = "client"
+	return d.payload(k, n, at, server, map[string]string{"client": "write", "server": "read"}[msg[1]], msg[2])
 }
 
 func parseLogTime(s string) (time.Time, error) {
@@ -162,14 +202,12 @@ func parseLogTime(s string) (time.Time, error) {
 // ("write": by the side that logs) on connection conn.
 func (d *mcpLog) payload(k *sink, n int64, at time.Time, conn, dir, payload string) error {
 	payload = strings.TrimSpace(payload)
-	if r := claudeRedacted.FindStringSubmatch(payload); r != nil && !strings.HasPrefix(payload, "{") && !strings.HasPrefix(payload, "[") {
+	if r := claudeRedacted.FindStringSubmatch(payload); r != nil && (strings.HasPrefix(payload, "method=") || strings.HasPrefix(payload, "id=")) {
 		d.redacted++
 		msg := mcpMsg{ID: json.RawMessage(r[2]), Method: r[1]}
 		switch r[3] {
 		case "result":
-			msg.Result = &struct {
-				IsError bool `json:"isError"`
-			}{}
+			msg.Result = json.RawMessage(`{}`)
 		case "error":
 			code, _ := strconv.Atoi(r[4])
 			msg.Error = &struct {
@@ -214,37 +252,68 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 		if p, ok := d.open[key]; ok {
 			p.cancel, p.cancelAt = firstOf(m.Params.Reason, "no reason given"), at
 		}
+	case m.Method == "" && id != "" && len(m.Result) > 0 && d.toolList(m.Result):
+		return nil // a tools/list answer: its annotations give contracts
 	case m.Method == "" && id != "":
 		p, ok := d.open[conn+"\x00"+id]
 		if !ok {
 			return nil // the answer to something other than a tools/call
 		}
 		d.answered++
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		json.Unmarshal(m.Result, &r)
 		switch {
 		case m.Error != nil:
 			return d.close(k, n, p, activity.Transition{To: activity.StateUnknown, At: optTime(at),
 				Reason: fmt.Sprintf("JSON-RPC error %d %s: the server may have acted", m.Error.Code, m.Error.Message)})
-		case m.Result != nil && m.Result.IsError:
-			return d.close(k, n, p, activity.Transition{To: activity.StateUnknown, At: optTime(at),
-				Reason: "the tool answered isError; the log does not show whether the target acted"})
+		case r.IsError:
+			return d.answer(k, n, at, p, activity.Transition{To: activity.StateFailed, At: optTime(at),
+				Reason: "the tool answered isError: it says it failed"})
 		default:
-			t := activity.Transition{To: activity.StateSucceeded, At: optTime(at), Reason: "the tool answered; the target's own answer is not in the log"}
-			if err := d.close(k, n, p, t); err != nil {
-				return err
-			}
-			next := activity.Transition{ExecutionID: p.id, To: activity.StateDelivered, At: optTime(at)}
-			switch {
-			case p.cancel != "":
-				next.To, next.Reason = activity.StateNotDelivered, "the client had cancelled the request ("+p.cancel+") before this answer"
-			case d.side != "client":
-				return nil // a server-side log: whether the client got it is not recorded
-			}
-			if _, err := k.w.Transition(next); err != nil {
-				return k.fail(n, err)
-			}
+			return d.answer(k, n, at, p, activity.Transition{To: activity.StateSucceeded, At: optTime(at),
+				Created: activity.CreatedInToolResult(m.Result), Reason: "the tool answered; the target's own answer is not in the log"})
 		}
 	}
 	return nil
+}
+
+// answer records a tool's answer to p, and whether it reached the client:
+// a client-side log shows it arrived, unless the client had cancelled the
+// request first; a server-side log cannot say.
+func (d *mcpLog) answer(k *sink, n int64, at time.Time, p *mcpPending, t activity.Transition) error {
+	if err := d.close(k, n, p, t); err != nil {
+		return err
+	}
+	next := activity.Transition{ExecutionID: p.id, To: activity.StateDelivered, At: optTime(at)}
+	switch {
+	case p.cancel != "":
+		next.To, next.Reason = activity.StateNotDelivered, "the client had cancelled the request ("+p.cancel+") before this answer"
+	case d.side != "client":
+		return nil
+	}
+	if _, err := k.w.Transition(next); err != nil {
+		return k.fail(n, err)
+	}
+	return nil
+}
+
+// toolList reads a tools/list result, keeping each tool's contract as its
+// annotations give it; it reports whether result was one.
+func (d *mcpLog) toolList(result json.RawMessage) bool {
+	var r struct {
+		Tools []toolDef `json:"tools"`
+	}
+	if json.Unmarshal(result, &r) != nil || len(r.Tools) == 0 {
+		return false
+	}
+	for _, t := range r.Tools {
+		if c, ok := t.contract(); ok {
+			d.contracts[t.Name] = c
+		}
+	}
+	return true
 }
 
 func optTime(t time.Time) activity.Opt[time.Time] {
@@ -288,13 +357,23 @@ func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpM
 	if err != nil {
 		return k.fail(n, err)
 	}
+	contract, ok := d.contracts[tool]
+	if !ok {
+		contract = activity.ContractBlockedAfterUnknown
+	}
+	if redacted {
+		nr = append(nr, activity.FactArguments)
+		k.notRecorded("arguments")
+	}
 	if _, err := k.accept(activity.Execution{ID: eid, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelMCP,
-		Target: target, Method: "tools/call", Arguments: args}, RunID: d.run, Contract: activity.ContractBlockedAfterUnknown,
+		Target: target, Method: "tools/call", Arguments: args}, RunID: d.run, Contract: contract,
 		CreatedByCall: c.ID, NotRecorded: nr, Times: activity.Times{Accepted: optTime(at)}, Source: k.at(n)}); err != nil {
 		return k.fail(n, err)
 	}
+	// The log shows the request leaving the client, not the server's
+	// authorization or dispatch: both are implied by any answer.
 	for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched} {
-		if _, err := k.w.Transition(activity.Transition{ExecutionID: eid, To: to}); err != nil {
+		if _, err := k.w.Transition(activity.Transition{ExecutionID: eid, To: to, Implied: true}); err != nil {
 			return k.fail(n, err)
 		}
 	}
@@ -334,17 +413,19 @@ func (d *mcpLog) close(k *sink, n int64, p *mcpPending, t activity.Transition) e
 	return nil
 }
 
-// transportError marks every open request as unknown: the connection
-// failed under them.
-func (d *mcpLog) transportError(k *sink, n int64, at time.Time, msg string) error {
+// closeOpen marks the open requests of connection conn as unknown: the
+// connection ended under them.
+func (d *mcpLog) closeOpen(k *sink, n int64, at time.Time, conn, why string) error {
 	keys := make([]string, 0, len(d.open))
 	for key := range d.open {
-		keys = append(keys, key)
+		if c, _, _ := strings.Cut(key, "\x00"); c == conn {
+			keys = append(keys, key)
+		}
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
 		if err := d.close(k, n, d.open[key], activity.Transition{To: activity.StateUnknown, At: optTime(at),
-			Reason: "the connection failed (" + msg + "): the server may have acted"}); err != nil {
+			Reason: why + " before an answer: the server may have acted"}); err != nil {
 			return err
 		}
 	}

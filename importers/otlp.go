@@ -49,7 +49,11 @@ type otlpSpan struct {
 	Start        json.RawMessage `json:"startTimeUnixNano"`
 	End          json.RawMessage `json:"endTimeUnixNano"`
 	Attributes   []otlpKV        `json:"attributes"`
-	Status       struct {
+	Events       []struct {
+		Name       string   `json:"name"`
+		Attributes []otlpKV `json:"attributes"`
+	} `json:"events"`
+	Status struct {
 		Code    json.RawMessage `json:"code"`
 		Message string          `json:"message"`
 	} `json:"status"`
@@ -136,6 +140,7 @@ type span struct {
 	res               map[string]string // resource attributes
 	statusErr         bool
 	statusMsg         string
+	exception         string // the exception event's type and message, if it has one
 	line              int64
 }
 
@@ -165,13 +170,18 @@ const (
 // by trace; a trace is complete once no span of it has appeared for
 // otlpLookback lines, or at the end of the file.
 type otlp struct {
-	traces   map[string]*otlpTrace
-	runs     map[string]activity.RunID
-	spans    int64
-	calls    int64
-	noArgs   int64
-	noServer int64 // client spans with no server span: the agent's view only
-	other    int64 // spans that are not part of a tool call
+	traces    map[string]*otlpTrace
+	runs      map[string]activity.RunID
+	spans     int64
+	calls     int64
+	noArgs    int64
+	noServer  int64 // client spans with no server span: the agent's view only
+	agentOnly int64 // execute_tool spans with no MCP span under them
+	other     int64 // spans that are not part of a tool call
+	// dispatched remembers, per agent run or actor, tool and arguments,
+	// the latest execution that was dispatched: a later server span for
+	// the same call with no dispatch under it attaches to it.
+	dispatched map[string]activity.ExecutionID
 }
 
 type otlpTrace struct {
@@ -192,7 +202,7 @@ func (d *otlp) note() string {
 }
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
-	d.traces, d.runs = map[string]*otlpTrace{}, map[string]activity.RunID{}
+	d.traces, d.runs, d.dispatched = map[string]*otlpTrace{}, map[string]activity.RunID{}, map[string]activity.ExecutionID{}
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
 		return d.document(in, k)
 	}
@@ -297,6 +307,21 @@ func readSpan(raw *otlpSpan, res map[string]string, n int64) (*span, string, err
 	for _, kv := range raw.Attributes {
 		sp.attrs[kv.Key] = kv.Value
 	}
+	for _, ev := range raw.Events {
+		if ev.Name != "exception" {
+			continue
+		}
+		var typ, msg string
+		for _, kv := range ev.Attributes {
+			switch kv.Key {
+			case "exception.type":
+				typ = kv.Value.text()
+			case "exception.message":
+				msg = kv.Value.text()
+			}
+		}
+		sp.exception = strings.TrimSpace(typ + ": " + msg)
+	}
 	return sp, "", nil
 }
 
@@ -395,16 +420,28 @@ func earliest(t *otlpTrace) time.Time {
 	return min
 }
 
+// The sides of a tool call in a trace. The MCP server span is the
+// gateway's (or MCP server's) side: it receives the call and dispatches
+// it. The MCP client span and the GenAI execute_tool span are the agent's
+// side: one execute_tool is one tool call the model asked for, however
+// many times its client sent it. Docker's MCP gateway names its span
+// mcp.tool.call.
 func isToolServer(s *span) bool {
-	if s.kind == kindClient {
-		return false
+	if s.name == "mcp.tool.call" {
+		return true
 	}
-	m := s.attr("mcp.method.name")
-	return m == "tools/call" || s.name == "mcp.tool.call" || (m == "" && s.attr("gen_ai.operation.name") == "execute_tool")
+	return s.kind == kindServer && (s.attr("mcp.method.name") == "tools/call" ||
+		s.attr("mcp.method.name") == "" && s.attr("gen_ai.operation.name") == "execute_tool")
 }
 
 func isToolClient(s *span) bool {
 	return s.kind == kindClient && s.attr("mcp.method.name") == "tools/call"
+}
+
+// isAgentTool is the agent's GenAI execute_tool span (kind INTERNAL): the
+// model's one request to use a tool.
+func isAgentTool(s *span) bool {
+	return s.kind != kindServer && s.kind != kindClient && s.attr("gen_ai.operation.name") == "execute_tool" && s.attr("mcp.method.name") == ""
 }
 
 func isHTTPClient(s *span) bool {
@@ -416,7 +453,11 @@ func isProcess(s *span) bool {
 	return ok
 }
 
-// trace turns one trace's spans into calls and executions.
+// trace turns one trace's spans into calls and executions: each MCP
+// server span is a call; its HTTP and process spans are the dispatches.
+// A server span with no dispatch under it, for a call the gateway already
+// dispatched (same agent tool call, or same tool and arguments), was
+// answered without acting: it attaches to that execution.
 func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	byID := map[string]*span{}
 	for _, s := range t.spans {
@@ -438,19 +479,22 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 			continue
 		}
 		used[srv] = true
-		var client *span
+		var client, agent *span
 		var work []*span
 		for _, s := range t.spans {
 			switch {
 			case isToolClient(s) && under(srv, s):
 				client = s
 				used[s] = true
+			case isAgentTool(s) && under(srv, s):
+				agent = s
+				used[s] = true
 			case (isHTTPClient(s) || isProcess(s)) && under(s, srv):
 				work = append(work, s)
 				used[s] = true
 			}
 		}
-		if err := d.toolCall(k, srv, client, work); err != nil {
+		if err := d.toolCall(k, toolCallSpans{srv: srv, client: client, agent: agent, work: work}); err != nil {
 			return err
 		}
 	}
@@ -459,9 +503,16 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 		case used[s]:
 		case isToolClient(s):
 			d.noServer++
-			if err := d.toolCall(k, nil, s, nil); err != nil {
+			var agent *span
+			if p := byID[s.parent]; p != nil && isAgentTool(p) {
+				agent = p
+				used[p] = true
+			}
+			if err := d.toolCall(k, toolCallSpans{client: s, agent: agent}); err != nil {
 				return err
 			}
+		case isAgentTool(s):
+			d.agentOnly++ // the model asked for a tool; nothing of its call was traced
 		default:
 			d.other++
 		}

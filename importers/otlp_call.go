@@ -11,15 +11,42 @@ import (
 	"github.com/mcpdup/mcpdup/activity/canon"
 )
 
-// toolCall writes one tools/call: the server span srv (nil when only the
-// agent's side was traced), the agent's client span (nil when not
-// traced) and the dispatch spans under srv, oldest first.
-func (d *otlp) toolCall(k *sink, srv, client *span, work []*span) error {
-	base := srv
-	if base == nil {
-		base = client
+// toolCallSpans are the spans of one tools/call: the server span (nil
+// when only the agent's side was traced), the agent's client span and
+// execute_tool span (each nil when not traced), and the dispatch spans
+// under the server span, oldest first.
+type toolCallSpans struct {
+	srv, client, agent *span
+	work               []*span
+}
+
+// base is the span that speaks for the call: the server's, else the
+// agent's.
+func (sp toolCallSpans) base() *span {
+	for _, s := range []*span{sp.srv, sp.client, sp.agent} {
+		if s != nil {
+			return s
+		}
 	}
-	tool := base.attr("gen_ai.tool.name", "mcp.tool.name")
+	return nil
+}
+
+// attr reads an attribute from the first of the call's spans that has it.
+func (sp toolCallSpans) attr(keys ...string) string {
+	for _, s := range []*span{sp.srv, sp.client, sp.agent} {
+		if s != nil {
+			if v := s.attr(keys...); v != "" {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// toolCall writes one tools/call.
+func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
+	base := sp.base()
+	tool := sp.attr("gen_ai.tool.name", "mcp.tool.name")
 	if tool == "" {
 		for _, p := range []string{"tools/call ", "execute_tool "} {
 			if rest, ok := strings.CutPrefix(base.name, p); ok {
@@ -30,52 +57,73 @@ func (d *otlp) toolCall(k *sink, srv, client *span, work []*span) error {
 	if tool == "" {
 		return k.bad(base.line, "gen_ai.tool.name", fmt.Errorf("span %s is a tools/call with no tool name", base.id))
 	}
-	args, err := d.arguments(base)
+	args, recorded, err := d.arguments(sp)
 	if err != nil {
 		return k.bad(base.line, "gen_ai.tool.call.arguments", err)
 	}
 	d.calls++
-	actor := otlpActor(srv, client)
-	run, err := d.run(k, base, client, actor)
+	actor := otlpActor(sp)
+	run, err := d.run(k, sp, actor)
 	if err != nil {
 		return err
 	}
 	notRecorded := []activity.Fact{activity.FactAuthorization, activity.FactFingerprint}
-	if client == nil {
+	if sp.client == nil {
 		notRecorded = append(notRecorded, activity.FactDelivery)
 	}
 	if run == "" {
 		notRecorded = append(notRecorded, activity.FactRunIdentity)
 	}
-	if srv == nil || len(work) == 0 {
+	if sp.srv == nil || len(sp.work) == 0 {
 		notRecorded = append(notRecorded, activity.FactDispatch)
 	}
+	if !recorded {
+		notRecorded = append(notRecorded, activity.FactArguments)
+		k.notRecorded("arguments")
+	}
 	call := activity.Call{RunID: run, Actor: actor, Method: "tools/call", Tool: tool, ReceivedAt: base.start, Arguments: args,
-		Disposition: activity.DispositionNewExecution, Source: k.at(base.line)}
-	if id := base.attr("jsonrpc.request.id", "mcp.request.id"); id != "" {
+		Disposition: activity.DispositionNewExecution, Source: spanAt(k, base)}
+	if id := sp.attr("jsonrpc.request.id", "mcp.request.id"); id != "" {
 		call.JSONRPCID = activity.Some(id)
 	}
-	if sid := base.attr("mcp.session.id"); sid != "" {
+	if sid := sp.attr("mcp.session.id"); sid != "" {
 		call.SessionID = activity.Some(sid)
 	}
-	if v := base.attr("mcp.protocol.version"); v != "" {
+	if v := sp.attr("mcp.protocol.version"); v != "" {
 		call.ProtocolVersion = activity.Some(v)
 	}
-	ex := otlpExec{d: d, k: k, call: call, tool: tool, args: args, run: run, actor: actor, notRecorded: notRecorded, srv: srv}
-	if len(work) == 0 {
+	ex := otlpExec{d: d, k: k, call: call, tool: tool, args: args, run: run, actor: actor, notRecorded: notRecorded, srv: sp.srv}
+	key := firstOf(string(run), actor) + "\x00" + tool + "\x00" + string(args)
+	switch {
+	case sp.srv != nil && len(sp.work) == 0 && recorded && d.dispatched[key] != "":
+		// The gateway answered this call without sending anything: it
+		// attached to the execution it had already dispatched.
+		if err := ex.attach(d.dispatched[key], base); err != nil {
+			return err
+		}
+	case len(sp.work) == 0:
 		if err := ex.withoutDispatch(base); err != nil {
 			return err
 		}
-	}
-	for i, w := range work {
-		if err := ex.dispatch(w, i); err != nil {
-			return err
+	default:
+		for i, w := range sp.work {
+			if err := ex.dispatch(w, i); err != nil {
+				return err
+			}
 		}
+		d.dispatched[key] = ex.cur.ID
 	}
-	if client != nil {
-		return ex.deliver(client)
+	if sp.client != nil {
+		return ex.deliver(sp.client)
 	}
 	return nil
+}
+
+// spanAt is a span's provenance: its line, and the span id.
+func spanAt(k *sink, s *span) activity.Provenance {
+	p := k.at(s.line)
+	p.Record = "span " + s.id
+	return p
 }
 
 // otlpExec builds the executions of one tools/call.
@@ -96,7 +144,8 @@ type otlpExec struct {
 // start records a call and a new execution for it, accepted when the
 // tools/call arrived. The second and later executions of one call get a
 // call record of their own, saying the server resent the action.
-func (x *otlpExec) start(ch activity.Channel, target, method, key string, line int64) error {
+func (x *otlpExec) start(ch activity.Channel, target, method, key string, at *span) error {
+	line := at.line
 	c := x.call
 	c.ID = ""
 	id := activity.NewExecutionID(c.ReceivedAt)
@@ -104,7 +153,7 @@ func (x *otlpExec) start(ch activity.Channel, target, method, key string, line i
 	if x.n > 0 {
 		c.Reason = fmt.Sprintf("sent again by %s within one tools/call (dispatch %d)", firstOf(x.srv.res["service.name"], "the server"), x.n+1)
 	}
-	c.Source = x.k.at(line)
+	c.Source = spanAt(x.k, at)
 	c, err := x.k.call(c)
 	if err != nil {
 		return x.k.fail(line, err)
@@ -112,7 +161,7 @@ func (x *otlpExec) start(ch activity.Channel, target, method, key string, line i
 	contract := httpContract(method, key)
 	nr := x.notRecorded
 	e := activity.Execution{ID: id, Action: activity.Action{Actor: x.actor, Tool: x.tool, Channel: ch, Target: target, Method: method, Arguments: x.args},
-		RunID: x.run, Contract: contract, CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(c.ReceivedAt)}, Source: x.k.at(line)}
+		RunID: x.run, Contract: contract, CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(c.ReceivedAt)}, Source: spanAt(x.k, at)}
 	if key != "" {
 		e.IdempotencyKey = activity.Some(key)
 	} else if ch == activity.ChannelHTTP {
@@ -124,7 +173,7 @@ func (x *otlpExec) start(ch activity.Channel, target, method, key string, line i
 	}
 	x.key = key
 	x.n++
-	return x.step(line, activity.Transition{To: activity.StateAuthorized})
+	return x.step(line, activity.Transition{To: activity.StateAuthorized, Implied: true})
 }
 
 func (x *otlpExec) step(line int64, t activity.Transition) error {
@@ -144,7 +193,7 @@ func (x *otlpExec) dispatch(w *span, i int) error {
 	ch, target, method, key := otlpTarget(w)
 	again := x.n > 0 && key != "" && key == x.key && x.cur.State == activity.StateUnknown
 	if !again {
-		if err := x.start(ch, target, method, key, w.line); err != nil {
+		if err := x.start(ch, target, method, key, w); err != nil {
 			return err
 		}
 	}
@@ -152,10 +201,12 @@ func (x *otlpExec) dispatch(w *span, i int) error {
 	if n := w.attr("http.request.resend_count"); n != "" && n != "0" {
 		reason = "resend " + n + " of the HTTP client"
 	}
-	if err := x.step(w.line, activity.Transition{To: activity.StateDispatched, At: activity.Some(w.start), Reason: reason}); err != nil {
+	if err := x.step(w.line, activity.Transition{To: activity.StateDispatched, At: activity.Some(w.start), Reason: reason, Source: spanAt(x.k, w)}); err != nil {
 		return err
 	}
-	return x.step(w.line, otlpOutcome(w))
+	t := otlpOutcome(w)
+	t.Source = spanAt(x.k, w)
+	return x.step(w.line, t)
 }
 
 // otlpOutcome reads what the target answered: a status code, an exit
@@ -176,6 +227,10 @@ func otlpOutcome(w *span) activity.Transition {
 		if err == nil {
 			t.TargetStatus = activity.Some(n)
 			t.To, t.Reason = activity.StateForHTTPStatus(n)
+			if t.To == activity.StateSucceeded {
+				t.Created = activity.CreatedInHTTP(n, w.attr("http.response.header.location"), "")
+				t.Replayed = replayMark(func(h string) string { return w.attr("http.response.header." + strings.ToLower(h)) })
+			}
 			return t
 		}
 	}
@@ -184,19 +239,36 @@ func otlpOutcome(w *span) activity.Transition {
 	if et := w.attr("error.type"); et != "" {
 		t.Reason = "no response: " + et
 	}
-	if w.statusMsg != "" {
-		t.Reason += " (" + w.statusMsg + ")"
+	if msg := firstOf(w.exception, w.statusMsg); msg != "" {
+		t.Reason += " (" + msg + ")"
 	}
 	return t
+}
+
+// attach records a call the gateway answered from execution id, without
+// a dispatch: its call attaches to it, as the gateway records a retry.
+func (x *otlpExec) attach(id activity.ExecutionID, base *span) error {
+	c := x.call
+	c.Disposition, c.ExecutionID = activity.DispositionAttached, id
+	c.Reason = "answered without a dispatch in the trace: the gateway did not send it again"
+	if _, err := x.k.call(c); err != nil {
+		return x.k.fail(base.line, err)
+	}
+	e, err := x.k.w.Execution(id)
+	if err != nil {
+		return x.k.fail(base.line, err)
+	}
+	x.cur = e
+	return nil
 }
 
 // withoutDispatch records a call whose outbound work was not traced: the
 // tool span's own status is all there is.
 func (x *otlpExec) withoutDispatch(base *span) error {
-	if err := x.start(activity.ChannelMCP, firstOf(base.attr("server.address"), base.res["service.name"]), "", "", base.line); err != nil {
+	if err := x.start(activity.ChannelMCP, firstOf(base.attr("server.address"), base.res["service.name"]), "", "", base); err != nil {
 		return err
 	}
-	if err := x.step(base.line, activity.Transition{To: activity.StateDispatched}); err != nil {
+	if err := x.step(base.line, activity.Transition{To: activity.StateDispatched, Implied: true}); err != nil {
 		return err
 	}
 	t := activity.Transition{To: activity.StateSucceeded, At: activity.Some(base.end),
@@ -210,12 +282,20 @@ func (x *otlpExec) withoutDispatch(base *span) error {
 // deliver records what the agent's client span shows: the result arrived,
 // or the call failed on the agent's side after the action finished.
 func (x *otlpExec) deliver(c *span) error {
+	failedClient := c.attr("error.type") != "" || c.statusErr
 	switch x.cur.State {
 	case activity.StateSucceeded, activity.StateFailed:
+	case activity.StateDeliveryFailed, activity.StateNotDelivered:
+		if failedClient {
+			return nil
+		}
+		// A retry's client span received the stored result.
+		return x.step(c.line, activity.Transition{To: activity.StateDelivered, At: activity.Some(c.end), Source: spanAt(x.k, c),
+			Reason: "a retry received the result"})
 	default:
 		return nil // an unknown outcome is not delivered either way
 	}
-	t := activity.Transition{To: activity.StateDelivered, At: activity.Some(c.end)}
+	t := activity.Transition{To: activity.StateDelivered, At: activity.Some(c.end), Source: spanAt(x.k, c)}
 	if et := c.attr("error.type"); et != "" || c.statusErr {
 		t.To, t.Reason = activity.StateDeliveryFailed, "the agent's call failed: "+firstOf(et, c.statusMsg, "error")
 		if done := x.cur.Times.Observed; done.OK && c.end.Before(done.V) {
@@ -227,12 +307,24 @@ func (x *otlpExec) deliver(c *span) error {
 	return x.step(c.line, t)
 }
 
-// arguments reads gen_ai.tool.call.arguments (a JSON string or a kvlist).
-func (d *otlp) arguments(s *span) (json.RawMessage, error) {
-	v, ok := s.attrs["gen_ai.tool.call.arguments"]
-	if !ok {
+// arguments reads gen_ai.tool.call.arguments (a JSON string or a kvlist)
+// from whichever span of the call recorded it. recorded is false when none
+// did (the attribute is opt-in): the arguments are then null, so the call
+// shares an effect only with others whose arguments are not known either.
+func (d *otlp) arguments(sp toolCallSpans) (args json.RawMessage, recorded bool, err error) {
+	var v otlpValue
+	found := false
+	for _, s := range []*span{sp.srv, sp.client, sp.agent} {
+		if s == nil {
+			continue
+		}
+		if v, found = s.attrs["gen_ai.tool.call.arguments"]; found {
+			break
+		}
+	}
+	if !found {
 		d.noArgs++
-		return json.RawMessage("{}"), nil
+		return json.RawMessage("null"), false, nil
 	}
 	raw := []byte(v.text())
 	if v.KvlistValue != nil {
@@ -242,35 +334,46 @@ func (d *otlp) arguments(s *span) (json.RawMessage, error) {
 		raw = mustJSON(map[string]string{"arguments": string(raw)})
 	}
 	out, err := canon.Transform(raw)
-	return json.RawMessage(out), err
+	return json.RawMessage(out), true, err
 }
 
-// otlpActor names the agent: its service when its client span is in the
+// otlpActor names the agent: its service when its spans are in the
 // trace, else the address the server saw.
-func otlpActor(srv, client *span) string {
-	if client != nil {
-		a := "otel:" + firstOf(client.res["service.name"], "unknown_service")
-		if inst := client.res["service.instance.id"]; inst != "" {
-			a += "/" + inst
+func otlpActor(sp toolCallSpans) string {
+	if a := agentSpan(sp); a != nil {
+		s := "otel:" + firstOf(a.res["service.name"], "unknown_service")
+		if inst := a.res["service.instance.id"]; inst != "" {
+			s += "/" + inst
 		}
-		return a
+		return s
 	}
-	if addr := srv.attr("client.address"); addr != "" {
+	if addr := sp.srv.attr("client.address"); addr != "" {
 		return "client:" + addr
 	}
 	return "otel:unknown-client"
 }
 
-// run identifies the agent run: an MCP session, else the agent process
-// from its resource attributes; none when neither is in the trace.
-func (d *otlp) run(k *sink, base, client *span, actor string) (activity.RunID, error) {
+// agentSpan is a span of the agent's own process, if the trace has one.
+func agentSpan(sp toolCallSpans) *span {
+	if sp.client != nil {
+		return sp.client
+	}
+	return sp.agent
+}
+
+// run identifies the agent run by the strongest evidence the trace has:
+// the agent process's own resource attributes (service.instance.id,
+// process.pid), else the MCP session id, the weakest hint; none when
+// neither is in the trace.
+func (d *otlp) run(k *sink, sp toolCallSpans, actor string) (activity.RunID, error) {
 	key, by, evidence := "", activity.RunIdentification(""), ""
-	if sid := base.attr("mcp.session.id"); sid != "" {
-		key, by, evidence = "session:"+sid, activity.RunBySession, "mcp.session.id "+sid
-	} else if client != nil && (client.res["service.instance.id"] != "" || client.res["process.pid"] != "") {
-		r := client.res
-		key, by = "proc:"+r["host.name"]+"/"+r["service.instance.id"]+"/"+r["process.pid"], activity.RunByPeer
-		evidence = strings.TrimSpace(fmt.Sprintf("service %s instance %s pid %s host %s", r["service.name"], r["service.instance.id"], r["process.pid"], r["host.name"]))
+	base := sp.base()
+	if a := agentSpan(sp); a != nil && (a.res["service.instance.id"] != "" || a.res["process.pid"] != "") {
+		r := a.res
+		key, by = "proc:"+r["service.name"]+"/"+r["host.name"]+"/"+r["service.instance.id"]+"/"+r["process.pid"], activity.RunByPeer
+		evidence = strings.Join(strings.Fields(fmt.Sprintf("service %s instance %s pid %s host %s", r["service.name"], r["service.instance.id"], r["process.pid"], r["host.name"])), " ")
+	} else if sid := sp.attr("mcp.session.id"); sid != "" {
+		key, by, evidence = "session:"+sid, activity.RunBySession, "mcp.session.id "+sid+" (a transport session: a reconnect would start another)"
 	}
 	if key == "" {
 		return "", nil
@@ -278,7 +381,7 @@ func (d *otlp) run(k *sink, base, client *span, actor string) (activity.RunID, e
 	if id, ok := d.runs[key]; ok {
 		return id, nil
 	}
-	r, err := k.run(activity.Run{Actor: actor, IdentifiedBy: by, Evidence: evidence, StartedAt: base.start, Source: k.at(base.line)})
+	r, err := k.run(activity.Run{Actor: actor, IdentifiedBy: by, Evidence: evidence, StartedAt: base.start, Source: spanAt(k, base)})
 	if err != nil {
 		return "", k.fail(base.line, err)
 	}

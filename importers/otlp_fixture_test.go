@@ -120,10 +120,16 @@ func otlpFixture() []fxBatch {
 	// answered; the agent asked again and the gateway sent it again.
 	c, s := mcpCall(1, 10, 0, "create_ticket", `{"title":"disk full on db-3","priority":"p2"}`, sess, 17, "timeout", 30*time.Second)
 	s.End = ns(31 * time.Second)
-	add(c, s, httpSpan(1, 12, 11, 5*time.Millisecond, 31*time.Second, "POST", "https://api.tracker.example/v1/tickets", 201, "", ""))
+	// Each 201 names its ticket (the Location response header attribute,
+	// opt-in): two tickets.
+	h := httpSpan(1, 12, 11, 5*time.Millisecond, 31*time.Second, "POST", "https://api.tracker.example/v1/tickets", 201, "", "")
+	h.Attributes = append(h.Attributes, strs("http.response.header.location", "/v1/tickets/TCK-881"))
+	add(c, s, h)
 	c, s = mcpCall(2, 20, 35*time.Second, "create_ticket", `{"priority":"p2","title":"disk full on db-3"}`, sess, 18, "", 36*time.Second)
 	s.End = ns(36 * time.Second)
-	add(c, s, httpSpan(2, 22, 21, 35*time.Second+5*time.Millisecond, 35*time.Second+900*time.Millisecond, "POST", "https://api.tracker.example/v1/tickets", 201, "", ""))
+	h = httpSpan(2, 22, 21, 35*time.Second+5*time.Millisecond, 35*time.Second+900*time.Millisecond, "POST", "https://api.tracker.example/v1/tickets", 201, "", "")
+	h.Attributes = append(h.Attributes, strs("http.response.header.location", "/v1/tickets/TCK-882"))
+	add(c, s, h)
 	// 2. A read, twice.
 	for i, at := range []time.Duration{40 * time.Second, 41 * time.Second} {
 		c, s = mcpCall(3+i, 30+10*i, at, "get_weather", `{"city":"Lyon"}`, sess, 19+i, "", at+300*time.Millisecond)

@@ -68,7 +68,7 @@ type spOpen struct {
 }
 
 func (d *sallyport) note() string {
-	return fmt.Sprintf("sallyport activity export: intent and result rows paired by session + tool + args_preview in order "+
+	return fmt.Sprintf("sallyport activity export: intent and result rows paired by session + tool + args_preview, each result with the newest open intent "+
 		"(Sallyport does not link them): %d paired, %d intents without a result (outcome unknown), %d results without an intent. "+
 		"Not recorded: delivery to the agent, idempotency keys, target status codes, full arguments (args_preview is bounded and redacted: "+
 		"two actions with one preview are taken for one effect). prev_hash/this_hash links checked for continuity; "+
@@ -99,11 +99,13 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
-	// Intents that never got a result: the action may have run.
+	// Intents that never got a result: the action may have run. Unknown is
+	// the importer's inference from a missing row, not something the
+	// journal shows: implied.
 	for _, key := range d.order {
 		for _, o := range d.open[key] {
 			d.dangle++
-			if _, err := k.w.Transition(activity.Transition{ExecutionID: o.id, To: activity.StateUnknown,
+			if _, err := k.w.Transition(activity.Transition{ExecutionID: o.id, To: activity.StateUnknown, Implied: true,
 				Reason: "intent row with no result row: the action may have run (Sallyport writes the result row after the side effect)"}); err != nil {
 				return k.fail(o.line, err)
 			}
@@ -127,8 +129,6 @@ func (d *sallyport) check(ev *spEvent) (time.Time, string, error) {
 	switch {
 	case ev.Seq == nil:
 		return time.Time{}, "seq", errors.New("missing")
-	case ev.Session == "" && ev.Channel != "vault":
-		return time.Time{}, "session", errors.New("missing")
 	case ev.Channel == "":
 		return time.Time{}, "channel", errors.New("missing")
 	case ev.Tool == "":
@@ -155,6 +155,10 @@ func (d *sallyport) row(k *sink, ev *spEvent, at time.Time) error {
 		}
 		return nil
 	case "session":
+		// Lifecycle rows name their session in target.
+		if ev.Session == "" {
+			ev.Session = ev.Target
+		}
 		run, err := d.run(k, ev, at)
 		if err != nil {
 			return err
@@ -185,14 +189,18 @@ func (d *sallyport) row(k *sink, ev *spEvent, at time.Time) error {
 	if denied(ev.Decision) {
 		return d.denial(k, ev, run, at)
 	}
+	// A result row belongs to the newest open intent of its key: within a
+	// session an earlier one still open was abandoned (its outcome could
+	// not be written: SALLYPORT_UNAVAILABLE), not answered late.
 	if q := d.open[key]; len(q) > 0 {
-		d.open[key] = q[1:]
+		last := q[len(q)-1]
+		d.open[key] = q[:len(q)-1]
 		if len(d.open[key]) == 0 {
 			delete(d.open, key)
 			d.dropOrder(key)
 		}
 		d.paired++
-		return d.result(k, ev, q[0].id, at)
+		return d.result(k, ev, last.id, at)
 	}
 	// A result row with no intent: the journal started after the intent,
 	// or a row that never had one (a credential request).
@@ -219,8 +227,13 @@ func (d *sallyport) dropOrder(key string) {
 	}
 }
 
-// run returns the run of a session, starting it at its first row.
+// run returns the run of a session, starting it at its first row. A row
+// without a session (Sallyport could not identify the process) has none.
 func (d *sallyport) run(k *sink, ev *spEvent, at time.Time) (activity.RunID, error) {
+	if ev.Session == "" {
+		k.notRecorded("session")
+		return "", nil
+	}
 	if id, ok := d.runs[ev.Session]; ok {
 		return id, nil
 	}
@@ -304,6 +317,10 @@ func (d *sallyport) newExecution(k *sink, ev *spEvent, run activity.RunID, at ti
 	if err != nil {
 		return "", k.fail(d.line, err)
 	}
+	nr := []activity.Fact{activity.FactDelivery, activity.FactIdempotencyKey, activity.FactFingerprint}
+	if run == "" {
+		nr = append(nr, activity.FactRunIdentity)
+	}
 	method := httpMethod(ev.ArgsPreview)
 	contract := activity.ContractBlockedAfterUnknown
 	if method == "GET" || method == "HEAD" || method == "OPTIONS" {
@@ -311,8 +328,7 @@ func (d *sallyport) newExecution(k *sink, ev *spEvent, run activity.RunID, at ti
 	}
 	_, err = k.accept(activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: ev.Tool, Channel: spChannel(ev.Channel),
 		Target: ev.Target, Method: method, Arguments: args}, RunID: run, Contract: contract, CreatedByCall: c.ID,
-		NotRecorded: []activity.Fact{activity.FactDelivery, activity.FactIdempotencyKey, activity.FactFingerprint},
-		Times:       activity.Times{Accepted: accepted}, Source: k.at(d.line)})
+		NotRecorded: nr, Times: activity.Times{Accepted: accepted}, Source: k.at(d.line)})
 	if err != nil {
 		return "", k.fail(d.line, err)
 	}

@@ -60,6 +60,19 @@ func (k *sink) fail(line int64, err error) error {
 // count counts a well-formed record read (bad counts the others).
 func (k *sink) count() { k.seen++ }
 
+// noise counts a line that is not part of the protocol: passed over, not
+// an error.
+func (k *sink) noise() { k.rep.Noise++ }
+
+// notRecorded counts a record imported without a fact the importer would
+// like (field names it).
+func (k *sink) notRecorded(field string) {
+	if k.rep.NotRecorded == nil {
+		k.rep.NotRecorded = map[string]int64{}
+	}
+	k.rep.NotRecorded[field]++
+}
+
 // tick reports progress every few thousand lines.
 func (k *sink) tick() {
 	k.ticks++

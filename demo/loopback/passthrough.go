@@ -31,6 +31,7 @@ type PassEvent struct {
 	Done      time.Time
 	Status    int    // 0: no response
 	Err       string // transport error, when no response
+	Body      []byte // the target's answer, when there was one
 }
 
 // NewPassThrough serves tools (name → target URL) over Streamable HTTP
@@ -62,10 +63,11 @@ func NewPassThrough(tools map[string]string, record ...func(PassEvent)) *PassThr
 				}
 				defer resp.Body.Close()
 				ev.Status = resp.StatusCode
+				b, _ := io.ReadAll(resp.Body)
+				ev.Body = b
 				for _, rec := range record {
 					rec(ev)
 				}
-				b, _ := io.ReadAll(resp.Body)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: resp.StatusCode >= 400}, nil
 			})
 	}

@@ -1,0 +1,138 @@
+package analyze
+
+import (
+	"strconv"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// effect is what the records show an execution did at its target.
+type effect struct {
+	acted Tri // yes: the records show it acted; no: it cannot have; unknown: it may have
+	// replayOf is the earlier execution (index) whose answer this one's
+	// is shown or keyed to be, or -1.
+	replayOf int
+	// possibleReplay: a success after an earlier success, where nothing
+	// shows two effects (no keys recorded, no created ids): the target may
+	// have answered the second from the first.
+	possibleReplay bool
+	// noOutcome: the source records no outcome for it at all.
+	noOutcome bool
+	why       string
+}
+
+// effects reads each execution of a suspect in order. Two successes are
+// two effects only when the records show it: distinct created ids, or
+// keys the source records and that differ (none sent counts). The same
+// key as an earlier execution that may have acted, the same created id,
+// or the target's replay mark make an answer a replay, not an effect.
+func effects(execs []ExecutionSummary) []effect {
+	out := make([]effect, len(execs))
+	for i := range execs {
+		out[i] = effectOf(execs, out, i)
+	}
+	return out
+}
+
+func effectOf(execs []ExecutionSummary, prior []effect, i int) effect {
+	x := execs[i].exec
+	ef := effect{acted: Unknown, replayOf: -1}
+	switch {
+	case !x.State.Dispatched():
+		ef.acted, ef.why = No, "never dispatched"
+		return ef
+	case x.Outcome == activity.OutcomeFailure:
+		ef.acted, ef.why = No, "the target answered that it failed"
+		return ef
+	case x.Outcome != activity.OutcomeSuccess:
+		ef.noOutcome = !x.Records(activity.FactOutcome)
+		ef.why = "no outcome shown"
+		// Sent with the key of an earlier execution that may have acted:
+		// whatever happened to it, the target could act only once.
+		for j := i - 1; j >= 0; j-- {
+			if prior[j].acted != No && sameKey(x, execs[j].exec) {
+				ef.acted, ef.replayOf, ef.why = No, j, "the same Idempotency-Key as "+string(execs[j].ID)+": the target acts on it once at most"
+				break
+			}
+		}
+		return ef
+	}
+	ef.acted, ef.why = Yes, "the target answered success"
+	if x.Replayed != "" {
+		ef.acted, ef.replayOf, ef.why = No, replayBase(execs, prior, i), "the target says its answer is a replay ("+x.Replayed+")"
+	}
+	for j := i - 1; j >= 0 && ef.acted == Yes; j-- {
+		y := execs[j].exec
+		if prior[j].acted == No && prior[j].replayOf < 0 {
+			continue // an attempt that had no effect cannot be replayed
+		}
+		base := j
+		if prior[j].replayOf >= 0 {
+			base = prior[j].replayOf
+		}
+		switch {
+		case x.Created != "" && x.Created == y.Created:
+			ef.acted, ef.replayOf, ef.why = No, base, "the same created id as "+string(y.ID)+": a replay"
+		case x.Created != "" && y.Created != "" && x.Created != y.Created:
+			// Two created ids: two effects, whatever the keys say.
+		case sameKey(x, y):
+			ef.acted, ef.replayOf, ef.why = No, base, "the same Idempotency-Key as "+string(y.ID)+": the target answers it from the first"
+		case y.Outcome == activity.OutcomeSuccess && (!x.Records(activity.FactIdempotencyKey) || !y.Records(activity.FactIdempotencyKey) ||
+			!x.IdempotencyKey.OK || !y.IdempotencyKey.OK || !x.Records(activity.FactArguments) || !y.Records(activity.FactArguments)):
+			ef.acted, ef.possibleReplay, ef.why = Unknown, true, "a second success the records do not show to be a second effect"
+		}
+	}
+	return ef
+}
+
+// replayBase is the earlier execution a replayed answer most likely
+// replays: one with the same key, else the first that may have acted.
+func replayBase(execs []ExecutionSummary, prior []effect, i int) int {
+	first := -1
+	for j := 0; j < i; j++ {
+		if prior[j].acted == No && prior[j].replayOf < 0 {
+			continue
+		}
+		if sameKey(execs[i].exec, execs[j].exec) {
+			return j
+		}
+		if first < 0 {
+			first = j
+		}
+	}
+	return max(first, 0)
+}
+
+// sameKey reports whether two executions were sent with one recorded,
+// non-empty idempotency key.
+func sameKey(x, y activity.Execution) bool {
+	return x.IdempotencyKey.OK && y.IdempotencyKey.OK && x.IdempotencyKey.V != "" && x.IdempotencyKey.V == y.IdempotencyKey.V
+}
+
+// sourceNames names import sources by their file, for evidence.
+type sourceNames map[activity.SourceID]string
+
+// text is a provenance as a reviewer finds it: "file:line record"; empty
+// for the live gateway.
+func (n sourceNames) text(p activity.Provenance) string {
+	if p.IsZero() {
+		return ""
+	}
+	s := firstNonEmpty(n[p.Source], string(p.Source))
+	if p.Line > 0 {
+		s += ":" + strconv.FormatInt(p.Line, 10)
+	}
+	if p.Record != "" {
+		s += " " + p.Record
+	}
+	return s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,160 @@
+package analyze
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// NearMiss is two calls of one tool close in time that asked for
+// different effects (other arguments, another target): not a suspect,
+// shown so an engineer sees why two similar-looking calls were not
+// grouped.
+type NearMiss struct {
+	Tool    string   `json:"tool"`
+	First   CallRef  `json:"first"`
+	Second  CallRef  `json:"second"`
+	Differs []string `json:"differs"` // what tells them apart: "arguments.customer: cus_77 vs cus_78"
+}
+
+// maxNearMisses bounds the near misses one analysis names: a busy log has
+// many calls of one tool with other arguments, and past a few hundred a
+// list stops being read.
+const maxNearMisses = 200
+
+// nearMisses follows each tool's latest call during a scan and collects,
+// in order, each call whose tool's previous call inside the window asked
+// for another effect.
+type nearMisses struct {
+	last    map[string]CallRef // tool → its latest call
+	lastKey map[string]string  // tool → that call's effect key
+	found   []NearMiss
+	omitted int
+}
+
+func newNearMisses() *nearMisses {
+	return &nearMisses{last: map[string]CallRef{}, lastKey: map[string]string{}}
+}
+
+func (n *nearMisses) see(r *activity.CallRow, c CallRef, window time.Duration) {
+	if r.Tool == "" {
+		return
+	}
+	prev, ok := n.last[r.Tool]
+	if ok && n.lastKey[r.Tool] != r.EffectKey && c.ReceivedAt.Sub(prev.ReceivedAt) <= window {
+		if len(n.found) < maxNearMisses*2 {
+			n.found = append(n.found, NearMiss{Tool: r.Tool, First: prev, Second: c})
+		} else {
+			n.omitted++
+		}
+	}
+	n.last[r.Tool], n.lastKey[r.Tool] = c, r.EffectKey
+}
+
+// name loads both executions of every candidate and says what differs;
+// candidates that are reads, or whose arguments the log does not record,
+// are dropped: nothing about them is worth a look.
+func (n *nearMisses) name(ctx context.Context, s *activity.Store) ([]NearMiss, int, error) {
+	var ids []activity.ExecutionID
+	for _, m := range n.found {
+		ids = append(ids, m.First.ExecutionID, m.Second.ExecutionID)
+	}
+	execs := map[activity.ExecutionID]activity.Execution{}
+	for len(ids) > 0 { // SQLite binds at most 32,766 values a statement
+		part := ids[:min(len(ids), 500)]
+		ids = ids[len(part):]
+		got, err := s.ExecutionsByID(ctx, part)
+		if err != nil {
+			return nil, 0, fmt.Errorf("near misses: %w", err)
+		}
+		for k, v := range got {
+			execs[k] = v
+		}
+	}
+	var out []NearMiss
+	omitted := n.omitted
+	for _, m := range n.found {
+		a, b := execs[m.First.ExecutionID], execs[m.Second.ExecutionID]
+		if a.Contract == activity.ContractReadOnly || b.Contract == activity.ContractReadOnly ||
+			!a.Records(activity.FactArguments) || !b.Records(activity.FactArguments) {
+			continue
+		}
+		m.Differs = differs(a, b)
+		if len(out) == maxNearMisses {
+			omitted++
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, omitted, nil
+}
+
+// differs says what tells two executions of one tool apart.
+func differs(a, b activity.Execution) []string {
+	var d []string
+	if a.Target != b.Target {
+		d = append(d, fmt.Sprintf("target: %s vs %s", a.Target, b.Target))
+	}
+	if a.Method != b.Method {
+		d = append(d, fmt.Sprintf("method: %s vs %s", a.Method, b.Method))
+	}
+	var x, y map[string]json.RawMessage
+	if json.Unmarshal(a.Arguments, &x) != nil || json.Unmarshal(b.Arguments, &y) != nil {
+		if !bytes.Equal(a.Arguments, b.Arguments) {
+			d = append(d, "arguments differ")
+		}
+		return d
+	}
+	keys := map[string]bool{}
+	for k := range x {
+		keys[k] = true
+	}
+	for k := range y {
+		keys[k] = true
+	}
+	var names []string
+	for k := range keys {
+		if !bytes.Equal(x[k], y[k]) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		d = append(d, fmt.Sprintf("arguments.%s: %s vs %s", k, orAbsent(x[k]), orAbsent(y[k])))
+	}
+	return d
+}
+
+func orAbsent(v json.RawMessage) string {
+	if v == nil {
+		return "absent"
+	}
+	return string(v)
+}
+
+// Result is one whole analysis: the suspects, and the near misses named
+// beside them.
+type Result struct {
+	Suspects          []*Suspect `json:"suspects"`
+	NearMisses        []NearMiss `json:"near_misses"`
+	NearMissesOmitted int        `json:"near_misses_omitted,omitempty"`
+}
+
+// Analyse collects every suspect and near miss (for small stores, tests
+// and reports; Scan streams).
+func Analyse(ctx context.Context, s *activity.Store, opts Options) (*Result, error) {
+	res := &Result{Suspects: []*Suspect{}, NearMisses: []NearMiss{}}
+	opts.NearMisses = func(ms []NearMiss, omitted int) {
+		res.NearMisses, res.NearMissesOmitted = append(res.NearMisses, ms...), omitted
+	}
+	err := Scan(ctx, s, opts, func(sus *Suspect) error {
+		res.Suspects = append(res.Suspects, sus)
+		return nil
+	})
+	return res, err
+}
