@@ -23,6 +23,14 @@ func Detect(head []byte) (string, error) {
 		}
 		first, _, _ = bytes.Cut(rest, []byte("\n"))
 	}
+	// A JSON Lines file may start with a line that is not a record (a
+	// runtime's banner): the first line that is a JSON object decides.
+	for i, l := range bytes.Split(head, []byte("\n")) {
+		if l = bytes.TrimSpace(l); i < 50 && len(l) > 0 && l[0] == '{' && json.Valid(l) {
+			first = l
+			break
+		}
+	}
 	var obj map[string]json.RawMessage
 	if first[0] == '{' && json.Unmarshal(first, &obj) == nil {
 		if name := detectObject(obj); name != "" {

@@ -78,14 +78,14 @@ func (r FileReport) Summary() string {
 	if r.Noise > 0 {
 		s += fmt.Sprintf(", %d noise lines", r.Noise)
 	}
-	if nr := r.notRecordedText(); nr != "" {
+	if nr := r.NotRecordedText(); nr != "" {
 		s += ", not recorded: " + nr
 	}
 	return s
 }
 
-// notRecordedText lists the not-recorded counts: "host ×2, arguments ×5".
-func (r FileReport) notRecordedText() string {
+// NotRecordedText lists the not-recorded counts: "host ×2, arguments ×5".
+func (r FileReport) NotRecordedText() string {
 	fields := make([]string, 0, len(r.NotRecorded))
 	for f := range r.NotRecorded {
 		fields = append(fields, f)
@@ -158,7 +158,9 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.Format = opts.Format
-	if opts.Mapping != nil {
+	if opts.Mapping != nil && opts.Mapping.Format == "otlp" {
+		rep.Format = "otlp"
+	} else if opts.Mapping != nil {
 		rep.Format = "mapping:" + opts.Mapping.Name
 	} else if rep.Format == "" || rep.Format == "auto" {
 		h, err := head(path, 64<<10)
@@ -170,9 +172,12 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		}
 	}
 	var dec decoder
-	if opts.Mapping != nil {
+	switch {
+	case opts.Mapping != nil && opts.Mapping.Format == "otlp":
+		dec = &otlp{attrs: opts.Mapping.OTLP}
+	case opts.Mapping != nil:
 		dec = &mapped{m: opts.Mapping}
-	} else {
+	default:
 		newDecoder, ok := formats[rep.Format]
 		if !ok {
 			return rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())

@@ -190,3 +190,31 @@ func TestMCPLogBadInput(t *testing.T) {
 		t.Fatalf("noise: %+v %v", rep, err)
 	}
 }
+
+// TestNoiseIsCountedNotRefused: a line between a JSON Lines file's
+// records that is not JSON at all (a container runtime's or the server's
+// own output) is counted as noise; the file imports whole, as it would
+// without it.
+func TestNoiseIsCountedNotRefused(t *testing.T) {
+	for _, file := range []string{"testdata/sallyport/activity.jsonl", "testdata/otlp/traces.jsonl", "testdata/mapping/nginx.jsonl",
+		"testdata/mapping/envoy.jsonl", "testdata/mcp-log/sdk-client.log"} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			clean, err := Import(ctx, newStore(t), file, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(file)
+			lines := strings.SplitAfter(string(b), "\n")
+			noisy := append(append(append([]string(nil), lines[:2]...), "2026/11/30 09:00:00 [notice] 1#1: signal process started\n",
+				"  at Object.<anonymous> (/app/server.js:12:3)\n"), lines[2:]...)
+			path := writeFile(t, filepath.Base(file), []byte(strings.Join(noisy, "")))
+			rep, err := Import(ctx, newStore(t), path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Noise != clean.Noise+2 || rep.Calls != clean.Calls || rep.Executions != clean.Executions || rep.Skipped != 0 {
+				t.Fatalf("noisy %+v\nclean %+v", rep, clean)
+			}
+		})
+	}
+}

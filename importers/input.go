@@ -177,6 +177,15 @@ func eachLine(ctx context.Context, in *lines, k *sink, fn func(n int64, line []b
 	}
 }
 
+// notJSON reports whether a line of a JSON Lines file is not a record at
+// all (a container runtime's or the server's own output between the
+// records): noise. A line that starts like JSON and does not parse is a
+// bad record, not noise.
+func notJSON(line []byte) bool {
+	l := bytes.TrimSpace(line)
+	return len(l) > 0 && l[0] != '{' && l[0] != '['
+}
+
 // decoded is one line parsed ahead of the writer.
 type decoded[T any] struct {
 	line  int64

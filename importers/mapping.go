@@ -26,6 +26,12 @@ import (
 type Mapping struct {
 	Name string `toml:"name"`
 	Doc  string `toml:"doc"`
+	// Format is "otlp" for a mapping that only names the attributes a
+	// vendor's gateway records its execution identity under, for OTLP
+	// traces; empty for a JSON Lines mapping.
+	Format string `toml:"format"`
+	// OTLP names those attributes.
+	OTLP OTLPAttributes `toml:"otlp"`
 	// Detect lists key sets: a first line that has every key of one set
 	// is picked for this mapping (presets only; operator-defined key names
 	// cannot be recognised). Several sets: the producer's alternatives.
@@ -65,6 +71,18 @@ type Mapping struct {
 	NoAnswer   Cond `toml:"no_answer"`   // sent, and no answer came back
 	ClientGone Cond `toml:"client_gone"` // the client left before the answer
 	Denied     Cond `toml:"denied"`      // refused by the proxy's authorization
+}
+
+// OTLPAttributes are span attributes a vendor's gateway records its own
+// execution identity under (on its MCP server span), added to the ones
+// the importer knows (mcpdup.execution.id, gateway.execution.id,
+// mcpdup.execution.attached, gateway.execution.attached).
+type OTLPAttributes struct {
+	// ExecutionID: two server spans with one value are one execution.
+	ExecutionID []string `toml:"execution_id"`
+	// Attached: "true" when the gateway attached the call to an execution
+	// it already had instead of creating one.
+	Attached []string `toml:"attached"`
 }
 
 // Cond matches a record by its flags or by the status sent to the client,
@@ -122,6 +140,16 @@ func ParseMapping(b []byte) (*Mapping, error) {
 	}
 	if m.Name == "" {
 		return nil, errors.New("name is required")
+	}
+	switch m.Format {
+	case "otlp":
+		if len(m.OTLP.ExecutionID) == 0 && len(m.OTLP.Attached) == 0 {
+			return nil, errors.New("otlp.execution_id or otlp.attached is required in a format = \"otlp\" mapping")
+		}
+		return &m, nil
+	case "":
+	default:
+		return nil, fmt.Errorf("format %q: a mapping is for JSON Lines (no format) or \"otlp\"", m.Format)
 	}
 	if len(m.Time.From) == 0 {
 		return nil, errors.New("time.from is required: a record without a time cannot be placed")
@@ -425,6 +453,7 @@ type mapped struct {
 	attempts int64
 	mcpOther int64 // MCP messages through the proxy that are not tool calls
 	mcpCalls int64 // MCP tool calls through the proxy
+	withArgs int64 // records whose arguments the log holds
 	runs     map[string]activity.RunID
 }
 
@@ -434,7 +463,7 @@ func (d *mapped) note() string {
 		n += fmt.Sprintf(", %d MCP messages that are not tool calls", d.mcpOther)
 	}
 	n += ". Not recorded: authorization unless the proxy denied the request, which process sent it (only its address), what happened at the target beyond the status"
-	if len(d.m.Arguments.From) == 0 && len(d.m.Body.From) == 0 {
+	if d.withArgs == 0 {
 		n += ", request arguments (requests to one method, host and path are taken for one effect)"
 	}
 	if d.mcpCalls > 0 {
@@ -446,6 +475,10 @@ func (d *mapped) note() string {
 func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs = map[string]activity.RunID{}
 	return eachLine(ctx, in, k, func(n int64, line []byte) error {
+		if notJSON(line) {
+			k.noise()
+			return nil
+		}
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.UseNumber()
 		var doc any
@@ -519,6 +552,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			if r.args, err = canonArgs(req.Params.Arguments); err != nil {
 				return k.bad(n, "body", err)
 			}
+			d.withArgs++
 		}
 	}
 	if mcpMethod != "" || len(m.MCPMethod.From) > 0 && mcpPath(p) {
@@ -550,6 +584,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 				if r.args, err = bodyArgs(v); err != nil {
 					return k.bad(n, "arguments", err)
 				}
+				d.withArgs++
 			}
 		}
 	}

@@ -100,3 +100,29 @@ func TestREADMEMapping(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 }
+
+// TestOTLPVendorExecutionIdentity: a mapping with format = "otlp" names
+// the attributes a vendor's gateway records its execution identity under;
+// with it, the retry the gateway resent under its first execution is that
+// execution again; without it, a second execution.
+func TestOTLPVendorExecutionIdentity(t *testing.T) {
+	const file = "../fixtures/corpus/otlp-vendor-execution-identity/traces.jsonl"
+	m, err := LoadMapping("../fixtures/corpus/otlp-vendor-execution-identity/vendor.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := Import(ctx, newStore(t), file, Options{Mapping: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := Import(ctx, newStore(t), file, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Format != "otlp" || with.Calls != 2 || with.Executions != 1 || without.Executions != 2 {
+		t.Fatalf("with the mapping %+v\nwithout %+v", with, without)
+	}
+	if _, err := ParseMapping([]byte("name = \"x\"\nformat = \"otlp\"\n")); err == nil || !strings.Contains(err.Error(), "otlp.execution_id") {
+		t.Fatalf("an otlp mapping that names nothing: %v", err)
+	}
+}

@@ -266,13 +266,13 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 		json.Unmarshal(m.Result, &r)
 		switch {
 		case m.Error != nil:
-			return d.close(k, n, p, activity.Transition{To: activity.StateUnknown, At: optTime(at),
+			return d.close(k, n, p, activity.Transition{To: activity.StateUnknown, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
 				Reason: fmt.Sprintf("JSON-RPC error %d %s: the server may have acted", m.Error.Code, m.Error.Message)})
 		case r.IsError:
-			return d.answer(k, n, at, p, activity.Transition{To: activity.StateFailed, At: optTime(at),
+			return d.answer(k, n, at, p, activity.Transition{To: activity.StateFailed, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
 				Reason: "the tool answered isError: it says it failed"})
 		default:
-			return d.answer(k, n, at, p, activity.Transition{To: activity.StateSucceeded, At: optTime(at),
+			return d.answer(k, n, at, p, activity.Transition{To: activity.StateSucceeded, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
 				Created: activity.CreatedInToolResult(m.Result), Reason: "the tool answered; the target's own answer is not in the log"})
 		}
 	}
@@ -286,7 +286,7 @@ func (d *mcpLog) answer(k *sink, n int64, at time.Time, p *mcpPending, t activit
 	if err := d.close(k, n, p, t); err != nil {
 		return err
 	}
-	next := activity.Transition{ExecutionID: p.id, To: activity.StateDelivered, At: optTime(at)}
+	next := activity.Transition{ExecutionID: p.id, To: activity.StateDelivered, At: optTime(at), Source: t.Source}
 	switch {
 	case p.cancel != "":
 		next.To, next.Reason = activity.StateNotDelivered, "the client had cancelled the request ("+p.cancel+") before this answer"
@@ -327,7 +327,7 @@ func optTime(t time.Time) activity.Opt[time.Time] {
 func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpMsg, redacted bool) error {
 	if d.run == "" {
 		r, err := k.run(activity.Run{Actor: "mcp-log:" + d.file, IdentifiedBy: activity.RunBySourceSpan,
-			Evidence: "one log file: " + d.file, StartedAt: at, Source: k.at(n)})
+			Evidence: "one log file: " + d.file, StartedAt: at, Source: k.atRecord(n, "jsonrpc id "+id+" request")})
 		if err != nil {
 			return k.fail(n, err)
 		}
@@ -351,8 +351,9 @@ func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpM
 	}
 	eid := activity.NewExecutionID(firstTime(at, k.w.Now()))
 	actor := "mcp-log:" + d.file
+	prov := k.atRecord(n, "jsonrpc id "+id+" request")
 	call := activity.Call{RunID: d.run, Actor: actor, Method: "tools/call", Tool: tool, ReceivedAt: at, Arguments: args,
-		Disposition: activity.DispositionNewExecution, ExecutionID: eid, JSONRPCID: activity.Some(id), Source: k.at(n)}
+		Disposition: activity.DispositionNewExecution, ExecutionID: eid, JSONRPCID: activity.Some(id), Source: prov}
 	c, err := k.call(call)
 	if err != nil {
 		return k.fail(n, err)
@@ -367,7 +368,7 @@ func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpM
 	}
 	if _, err := k.accept(activity.Execution{ID: eid, Action: activity.Action{Actor: actor, Tool: tool, Channel: activity.ChannelMCP,
 		Target: target, Method: "tools/call", Arguments: args}, RunID: d.run, Contract: contract,
-		CreatedByCall: c.ID, NotRecorded: nr, Times: activity.Times{Accepted: optTime(at)}, Source: k.at(n)}); err != nil {
+		CreatedByCall: c.ID, NotRecorded: nr, Times: activity.Times{Accepted: optTime(at)}, Source: prov}); err != nil {
 		return k.fail(n, err)
 	}
 	// The log shows the request leaving the client, not the server's
@@ -407,6 +408,9 @@ func (d *mcpLog) close(k *sink, n int64, p *mcpPending, t activity.Transition) e
 		}
 	}
 	t.ExecutionID = p.id
+	if t.Source.IsZero() {
+		t.Source = k.at(n)
+	}
 	if _, err := k.w.Transition(t); err != nil {
 		return k.fail(n, err)
 	}

@@ -175,9 +175,12 @@ type otlp struct {
 	spans     int64
 	calls     int64
 	noArgs    int64
-	noServer  int64 // client spans with no server span: the agent's view only
-	agentOnly int64 // execute_tool spans with no MCP span under them
-	other     int64 // spans that are not part of a tool call
+	noServer  int64          // client spans with no server span: the agent's view only
+	agentOnly int64          // execute_tool spans with no MCP span under them
+	other     int64          // spans that are not part of a tool call
+	attrs     OTLPAttributes // a vendor's execution identity attributes (a mapping's)
+	// execs maps a vendor's execution id to the execution it became.
+	execs map[string]activity.ExecutionID
 	// dispatched remembers, per agent run or actor, tool and arguments,
 	// the latest execution that was dispatched: a later server span for
 	// the same call with no dispatch under it attaches to it.
@@ -203,6 +206,7 @@ func (d *otlp) note() string {
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	d.traces, d.runs, d.dispatched = map[string]*otlpTrace{}, map[string]activity.RunID{}, map[string]activity.ExecutionID{}
+	d.execs = map[string]activity.ExecutionID{}
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
 		return d.document(in, k)
 	}
@@ -210,6 +214,9 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	// writer on another goroutine, a few lines at a time (a line is a
 	// batch of spans).
 	err := decodeAhead(ctx, in, k, 2, func(line []byte) (*otlpDoc, error) {
+		if notJSON(line) {
+			return nil, nil // noise between the exporter's lines
+		}
 		doc, err := decodeOTLPLine(line)
 		if err != nil {
 			return nil, fmt.Errorf("not an OTLP/JSON TracesData object: %w", err)
@@ -218,6 +225,10 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	}, func(n int64, doc *otlpDoc, err error) error {
 		if err != nil {
 			return k.bad(n, "", err)
+		}
+		if doc == nil {
+			k.noise()
+			return nil
 		}
 		if err := d.add(k, n, doc); err != nil {
 			return err

@@ -94,11 +94,31 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 	}
 	ex := otlpExec{d: d, k: k, call: call, tool: tool, args: args, run: run, actor: actor, notRecorded: notRecorded, srv: sp.srv}
 	key := firstOf(string(run), actor) + "\x00" + tool + "\x00" + string(args)
+	vendorID, vendorAttached := "", false
+	if sp.srv != nil {
+		vendorID = sp.srv.attr(append(d.attrs.ExecutionID, "mcpdup.execution.id", "gateway.execution.id")...)
+		vendorAttached = sp.srv.attr(append(d.attrs.Attached, "mcpdup.execution.attached", "gateway.execution.attached")...) == "true"
+	}
+	prior, sameByGateway := d.dispatched[key], false
+	if id := d.execs[vendorID]; vendorID != "" && id != "" {
+		prior, sameByGateway = id, true // the gateway names the execution it already had
+	}
 	switch {
-	case sp.srv != nil && len(sp.work) == 0 && recorded && d.dispatched[key] != "":
+	case sameByGateway || vendorAttached && prior != "":
+		// The gateway's own record: this call is that execution again.
+		if err := ex.attach(prior, base); err != nil {
+			return err
+		}
+		ex.sameExecution = true
+		for i, w := range sp.work { // the gateway's resend of it
+			if err := ex.dispatch(w, i); err != nil {
+				return err
+			}
+		}
+	case sp.srv != nil && len(sp.work) == 0 && recorded && prior != "":
 		// The gateway answered this call without sending anything: it
 		// attached to the execution it had already dispatched.
-		if err := ex.attach(d.dispatched[key], base); err != nil {
+		if err := ex.attach(prior, base); err != nil {
 			return err
 		}
 	case len(sp.work) == 0:
@@ -112,6 +132,9 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 			}
 		}
 		d.dispatched[key] = ex.cur.ID
+	}
+	if vendorID != "" && ex.cur.ID != "" {
+		d.execs[vendorID] = ex.cur.ID
 	}
 	if sp.client != nil {
 		return ex.deliver(sp.client)
@@ -139,6 +162,9 @@ type otlpExec struct {
 	cur         activity.Execution // the latest execution
 	key         string             // its Idempotency-Key
 	n           int                // executions so far
+	// sameExecution: the gateway's own identity says this call is the
+	// current execution again.
+	sameExecution bool
 }
 
 // start records a call and a new execution for it, accepted when the
@@ -191,7 +217,11 @@ func (x *otlpExec) step(line int64, t activity.Transition) error {
 // the execution; anything else is another execution.
 func (x *otlpExec) dispatch(w *span, i int) error {
 	ch, target, method, key := otlpTarget(w)
-	again := x.n > 0 && key != "" && key == x.key && x.cur.State == activity.StateUnknown
+	// A resend with the same Idempotency-Key after an unknown outcome, or
+	// one the gateway says is the same execution, continues it, where its
+	// contract allows a resend (a key the target honours, a lookup).
+	resendable := x.cur.Contract == activity.ContractRepeatableWithKey || x.cur.Contract == activity.ContractRecoverableByLookup
+	again := x.n > 0 && x.cur.State == activity.StateUnknown && resendable && (key != "" && key == x.key || x.sameExecution)
 	if !again {
 		if err := x.start(ch, target, method, key, w); err != nil {
 			return err
@@ -258,7 +288,7 @@ func (x *otlpExec) attach(id activity.ExecutionID, base *span) error {
 	if err != nil {
 		return x.k.fail(base.line, err)
 	}
-	x.cur = e
+	x.cur, x.key, x.n = e, e.IdempotencyKey.V, 1
 	return nil
 }
 

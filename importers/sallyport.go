@@ -81,6 +81,10 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs, d.open = map[string]activity.RunID{}, map[string][]spOpen{}
 	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
 		d.line = n
+		if notJSON(line) {
+			k.noise()
+			return nil
+		}
 		var ev spEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
 			d.prev = "" // the next row's link cannot be checked against this one
@@ -246,7 +250,7 @@ func (d *sallyport) run(k *sink, ev *spEvent, at time.Time) (activity.RunID, err
 		evidence += " (" + ev.Origin.Chain + ")"
 	}
 	r, err := k.run(activity.Run{Actor: firstOf(ev.Identity, "sallyport:"+ev.Session), IdentifiedBy: activity.RunByPeer,
-		Evidence: evidence, StartedAt: at, Source: k.at(d.line)})
+		Evidence: evidence, StartedAt: at, Source: d.at(k)})
 	if err != nil {
 		return "", k.fail(d.line, err)
 	}
@@ -313,7 +317,7 @@ func (d *sallyport) newExecution(k *sink, ev *spEvent, run activity.RunID, at ti
 	id := activity.NewExecutionID(at)
 	actor := firstOf(ev.Identity, "sallyport:"+ev.Session)
 	c, err := k.call(activity.Call{RunID: run, Actor: actor, Method: "tools/call", Tool: ev.Tool, ReceivedAt: at,
-		Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id, Source: k.at(d.line)})
+		Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id, Source: d.at(k)})
 	if err != nil {
 		return "", k.fail(d.line, err)
 	}
@@ -328,11 +332,16 @@ func (d *sallyport) newExecution(k *sink, ev *spEvent, run activity.RunID, at ti
 	}
 	_, err = k.accept(activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: ev.Tool, Channel: spChannel(ev.Channel),
 		Target: ev.Target, Method: method, Arguments: args}, RunID: run, Contract: contract, CreatedByCall: c.ID,
-		NotRecorded: nr, Times: activity.Times{Accepted: accepted}, Source: k.at(d.line)})
+		NotRecorded: nr, Times: activity.Times{Accepted: accepted}, Source: d.at(k)})
 	if err != nil {
 		return "", k.fail(d.line, err)
 	}
 	return id, nil
+}
+
+// at is the provenance of the current row: its line and its journal seq.
+func (d *sallyport) at(k *sink) activity.Provenance {
+	return k.atRecord(d.line, fmt.Sprintf("seq %d", d.prevSeq))
 }
 
 func denied(decision string) bool {

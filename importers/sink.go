@@ -30,6 +30,12 @@ func (k *sink) at(line int64) activity.Provenance {
 	return activity.Provenance{Source: k.src, Line: line}
 }
 
+// atRecord is the provenance of one record inside a line: a span, a
+// JSON-RPC message, a journal row.
+func (k *sink) atRecord(line int64, record string) activity.Provenance {
+	return activity.Provenance{Source: k.src, Line: line, Record: record}
+}
+
 // bad handles a malformed record: without --skip-bad it is the import's
 // error (naming file, line and field); with it, it is counted and the
 // first few are kept for the report.

@@ -101,3 +101,20 @@ func Clock(f Frame) string {
 	}
 	return f.Time.UTC().Format("15:04:05.000")
 }
+
+// NearMissesMarkdown writes the near misses section of a suspects report.
+func NearMissesMarkdown(w io.Writer, near []analyze.NearMiss, omitted int) error {
+	if len(near) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Near misses\n\nCalls of one tool close together that asked for different effects: not suspects.\n\n| tool | first call | second call | what differs |\n|---|---|---|---|\n")
+	for _, m := range near {
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", m.Tool, m.First.ID, m.Second.ID, NearMissText(m))
+	}
+	if omitted > 0 {
+		fmt.Fprintf(&b, "\n%d more not listed.\n", omitted)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -70,4 +71,29 @@ func TimelineTable(out io.Writer, tl *Timeline, whatIf []analyze.WhatIfCall) err
 		return w.Flush()
 	}
 	return nil
+}
+
+// NearMissesTable lists near misses under the suspects: one tool, calls
+// close together that asked for different effects, and what differs.
+func NearMissesTable(out io.Writer, near []analyze.NearMiss, omitted int) error {
+	if len(near) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\n%d near misses (one tool, another effect: not suspects):\n", len(near)+omitted)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, m := range near {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", m.Tool, m.First.ReceivedAt.UTC().Format(time.RFC3339), NearMissText(m), ShortID(string(m.Second.ID)))
+	}
+	if omitted > 0 {
+		fmt.Fprintf(w, "  … and %d more\n", omitted)
+	}
+	return w.Flush()
+}
+
+// NearMissText says what tells a near miss's two calls apart.
+func NearMissText(m analyze.NearMiss) string {
+	if len(m.Differs) == 0 {
+		return "another effect"
+	}
+	return strings.Join(m.Differs, "; ")
 }

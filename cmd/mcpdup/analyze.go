@@ -48,7 +48,10 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	}
 	defer s.Close()
 	prog := newProgress(g.stderr, "analysing")
-	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) }}
+	var near []analyze.NearMiss
+	var nearOmitted int
+	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) },
+		NearMisses: func(found []analyze.NearMiss, omitted int) { near, nearOmitted = found, omitted }}
 	counts := analyze.Counts{}
 	var all []*analyze.Suspect
 	table := report.NewTableWriter(g.stdout, c.Questions)
@@ -70,12 +73,19 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		if all == nil {
 			all = []*analyze.Suspect{}
 		}
-		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total()})
+		if near == nil {
+			near = []analyze.NearMiss{}
+		}
+		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total(),
+			"near_misses": near, "near_misses_omitted": nearOmitted})
 	case "markdown":
-		err = report.SuspectsMarkdown(g.stdout, s.Path(), all)
+		if err = report.SuspectsMarkdown(g.stdout, s.Path(), all); err == nil {
+			err = report.NearMissesMarkdown(g.stdout, near, nearOmitted)
+		}
 	default:
 		if err = table.Flush(); err == nil {
 			fmt.Fprintf(g.stdout, "\n%d suspects: %s\n", counts.Total(), counts)
+			err = report.NearMissesTable(g.stdout, near, nearOmitted)
 		}
 	}
 	if err != nil {

@@ -94,7 +94,7 @@ func writeImportTable(g *Globals, reports []importers.FileReport) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tFORMAT\tRESULT\tRUNS\tCALLS\tEXECUTIONS\tSKIPPED\tSOURCE")
+	fmt.Fprintln(tw, "FILE\tFORMAT\tRESULT\tRUNS\tCALLS\tEXECUTIONS\tSKIPPED\tNOISE\tSOURCE")
 	for _, r := range reports {
 		result := "imported"
 		switch {
@@ -103,7 +103,7 @@ func writeImportTable(g *Globals, reports []importers.FileReport) error {
 		case r.Source == "":
 			result = "dry run: would import"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.File, r.Format, result, r.Runs, r.Calls, r.Executions, r.Skipped, r.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.File, r.Format, result, r.Runs, r.Calls, r.Executions, r.Skipped, r.Noise, r.Source)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -111,6 +111,9 @@ func writeImportTable(g *Globals, reports []importers.FileReport) error {
 	for _, r := range reports {
 		if r.Note != "" {
 			fmt.Fprintf(g.stdout, "\n%s: %s\n", r.File, r.Note)
+		}
+		if nr := r.NotRecordedText(); nr != "" {
+			fmt.Fprintf(g.stdout, "  imported without (not recorded): %s\n", nr)
 		}
 		for _, e := range r.Errors {
 			fmt.Fprintf(g.stdout, "  skipped %s\n", e)
