@@ -214,7 +214,8 @@ const (
 
 // Execution is one attempt to act in the world.
 type Execution struct {
-	ID ExecutionID `json:"id"`
+	Seq int64       `json:"-"` // the log record that accepted it, when read from the store
+	ID  ExecutionID `json:"id"`
 	Action
 	// Fingerprint is "hmac-sha256:<hex>" over the canonical Action, keyed
 	// by the gateway key named FingerprintKeyID.

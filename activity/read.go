@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
-	not_recorded, source_id, source_line, outcome, attach_window_ms, created, replayed, source_record FROM executions`
+	not_recorded, source_id, source_line, outcome, attach_window_ms, created, replayed, source_record, seq FROM executions`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -32,7 +32,7 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
 		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome, &window,
-		&created, &replayed, &srcRecord)
+		&created, &replayed, &srcRecord, &e.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
@@ -107,8 +107,13 @@ type ExecutionFilter struct {
 	Actor  string
 	Tool   string
 	Live   bool // only executions the live gateway created (not imported)
-	Newest bool // newest first
-	Limit  int  // 0: no limit
+	// TargetEnds keeps executions whose target ends with it (a request to
+	// what another created: /v1/vms/vm-72).
+	TargetEnds string
+	Methods    []string // only these methods
+	AfterSeq   int64    // only executions accepted after this log record
+	Newest     bool     // newest first
+	Limit      int      // 0: no limit
 }
 
 // Executions lists executions, oldest first.
@@ -131,6 +136,20 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	}
 	if f.Live {
 		where = append(where, "source_id IS NULL")
+	}
+	if f.TargetEnds != "" {
+		where = append(where, "target LIKE ? ESCAPE '\\'")
+		args = append(args, "%"+strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.TargetEnds))
+	}
+	if len(f.Methods) > 0 {
+		where = append(where, "method IN (?"+strings.Repeat(",?", len(f.Methods)-1)+")")
+		for _, m := range f.Methods {
+			args = append(args, m)
+		}
+	}
+	if f.AfterSeq > 0 {
+		where = append(where, "seq > ?")
+		args = append(args, f.AfterSeq)
 	}
 	q := executionSelect
 	if len(where) > 0 {

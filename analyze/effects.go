@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -135,4 +137,28 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// effectsShown cites what shows a duplicate's two effects: the answers of
+// the pair that name what each created, and a later DELETE or PATCH of
+// what the second created (someone undid it: it was a second thing).
+func (w *walk) effectsShown(ctx context.Context, s *activity.Store) ([]Evidence, error) {
+	var ev []Evidence
+	for _, e := range []*ExecutionSummary{w.e1, w.e2} {
+		if t := transitionTo(e, activity.StateSucceeded); t != nil && t.Created != "" {
+			ev = append(ev, w.evidence(e, t, "the answer names "+t.Created)...)
+		}
+	}
+	created := w.e2.exec.Created
+	if created == "" {
+		return ev, nil
+	}
+	later, err := s.Executions(ctx, activity.ExecutionFilter{TargetEnds: created, Methods: []string{"DELETE", "PATCH"}, AfterSeq: w.e2.Seq, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("cleanup of %s: %w", created, err)
+	}
+	for _, x := range later {
+		ev = append(ev, Evidence{Seq: x.Seq, What: fmt.Sprintf("a later %s of %s undid the second", x.Method, created), Source: w.sources.text(x.Source)})
+	}
+	return ev, nil
 }

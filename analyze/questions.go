@@ -13,27 +13,30 @@ import (
 // Suspect is a group of calls requesting the same effect close in time,
 // with the five answers and the verdict.
 type Suspect struct {
-	ID         string              `json:"id"`
-	EffectKey  string              `json:"effect_key"`
-	Tool       string              `json:"tool"`
-	Target     string              `json:"target"`
-	Method     string              `json:"method"`
-	Contract   activity.Contract   `json:"contract"`
-	Window     string              `json:"window"`
-	FirstAt    time.Time           `json:"first_at"`
-	LastAt     time.Time           `json:"last_at"`
-	Calls      []CallRef           `json:"calls"`
-	Executions []ExecutionSummary  `json:"executions"`
-	Questions  []Answer            `json:"questions"`
-	Verdict    Verdict             `json:"verdict"`
-	Title      string              `json:"verdict_title"`
-	Severity   Severity            `json:"severity"`
-	Fix        string              `json:"recommended_fix"`
-	Summary    string              `json:"summary"`
-	Missing    []string            `json:"missing,omitempty"`
-	Effects    int                 `json:"effects_shown"`     // executions the records show acted
-	MaybeMore  int                 `json:"effects_uncertain"` // executions that may have acted
-	first      *activity.Execution // the first call's execution
+	ID         string             `json:"id"`
+	EffectKey  string             `json:"effect_key"`
+	Tool       string             `json:"tool"`
+	Target     string             `json:"target"`
+	Method     string             `json:"method"`
+	Contract   activity.Contract  `json:"contract"`
+	Window     string             `json:"window"`
+	FirstAt    time.Time          `json:"first_at"`
+	LastAt     time.Time          `json:"last_at"`
+	Calls      []CallRef          `json:"calls"`
+	Executions []ExecutionSummary `json:"executions"`
+	Questions  []Answer           `json:"questions"`
+	Verdict    Verdict            `json:"verdict"`
+	Title      string             `json:"verdict_title"`
+	Severity   Severity           `json:"severity"`
+	Fix        string             `json:"recommended_fix"`
+	Summary    string             `json:"summary"`
+	Missing    []string           `json:"missing,omitempty"`
+	Effects    int                `json:"effects_shown"` // executions the records show acted
+	// Shown cites what shows a duplicate's two effects: each answer naming
+	// what it created, and a later request that undid the second.
+	Shown     []Evidence          `json:"effects_evidence,omitempty"`
+	MaybeMore int                 `json:"effects_uncertain"` // executions that may have acted
+	first     *activity.Execution // the first call's execution
 }
 
 // ExecutionSummary is one execution of a suspect as the analysis read it.
@@ -138,6 +141,13 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group, names source
 	}
 	w := &walk{sus: sus, runs: runs, sources: names}
 	w.run()
+	if sus.Verdict == VerdictDuplicate {
+		shown, err := w.effectsShown(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		sus.Shown = shown
+	}
 	return sus, nil
 }
 

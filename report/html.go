@@ -38,7 +38,11 @@ svg text{font:12px system-ui,sans-serif}
 		}
 		b.WriteString("</li>\n")
 	}
-	fmt.Fprintf(&b, "</ol>\n<h2>Recommended fix</h2>\n<p>%s</p>\n<h2>Timeline</h2>\n", e(sus.Fix))
+	b.WriteString("</ol>\n")
+	if len(sus.Shown) > 0 {
+		fmt.Fprintf(&b, "<p><strong>Two effects shown:</strong> %s.</p>\n", e(CitedText(sus.Shown)))
+	}
+	fmt.Fprintf(&b, "<h2>Recommended fix</h2>\n<p>%s</p>\n<h2>Timeline</h2>\n", e(sus.Fix))
 	b.WriteString(SequenceSVG(tl))
 	b.WriteString("\n<table><tr><th>#</th><th>time</th><th>event</th><th>states after</th></tr>\n")
 	for _, f := range tl.Frames {

@@ -74,17 +74,27 @@ func suspectMarkdown(b *strings.Builder, s *analyze.Suspect) {
 		}
 		b.WriteString("\n")
 	}
+	if len(s.Shown) > 0 {
+		fmt.Fprintf(b, "\n**Two effects shown:** %s.\n", CitedText(s.Shown))
+	}
 	fmt.Fprintf(b, "\n**Recommended fix:** %s\n", s.Fix)
 }
 
-// EvidenceText lists an answer's evidence records: "#12 what; #14 what".
-func EvidenceText(q analyze.Answer) string {
-	ev := make([]string, len(q.Evidence))
-	for i, e := range q.Evidence {
-		ev[i] = fmt.Sprintf("#%d %s", e.Seq, e.What)
+// CitedText lists evidence records: "#12 what (file:line record); #14 what".
+func CitedText(ev []analyze.Evidence) string {
+	out := make([]string, len(ev))
+	for i, e := range ev {
+		out[i] = fmt.Sprintf("#%d %s", e.Seq, e.What)
+		if e.Source != "" {
+			out[i] += " (" + e.Source + ")"
+		}
 	}
-	return strings.Join(ev, "; ")
+	return strings.Join(out, "; ")
 }
+
+// EvidenceText lists an answer's evidence records: "#12 what; #14 what
+// (traces.jsonl:3 span 00f0…)".
+func EvidenceText(q analyze.Answer) string { return CitedText(q.Evidence) }
 
 func frameTime(f Frame) string {
 	if f.Time == nil {

@@ -181,6 +181,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		if msg.done {
 			m.loading = false
+			m.suspects.SetNearMisses(msg.near)
 			return m, nil
 		}
 		return m, msg.next

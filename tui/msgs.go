@@ -21,7 +21,8 @@ import (
 type suspectsMsg struct {
 	gen      int
 	suspects []*analyze.Suspect
-	read     int64 // calls read so far
+	read     int64              // calls read so far
+	near     []analyze.NearMiss // with done: the near misses named
 	done     bool
 	err      error
 	next     tea.Cmd
@@ -63,6 +64,8 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 	ch := make(chan suspectsMsg, 4)
 	var read int64
 	opts.Progress = func(n int64) { read = n }
+	var near []analyze.NearMiss
+	opts.NearMisses = func(found []analyze.NearMiss, _ int) { near = found }
 	go func() {
 		defer close(ch)
 		// The first suspects go out at once (the first frame should not
@@ -78,7 +81,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 			}
 			return nil
 		})
-		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, done: true, err: err}
+		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, done: true, err: err}
 	}()
 	var next tea.Cmd
 	next = func() tea.Msg {

@@ -148,6 +148,9 @@ func (m Model) View() string {
 			b.WriteString("\n" + m.styles.Severity(s.Severity).Render(wrap.Render(fmt.Sprintf("Verdict: %s %s", s.Verdict.Glyph(), s.Title))) + "\n")
 			// The summary ends with the verdict sentence, already the line above.
 			b.WriteString(wrap.Render(strings.TrimSuffix(s.Summary, " Verdict: "+s.Title+".")) + "\n")
+			if len(s.Shown) > 0 {
+				b.WriteString(m.styles.Muted.Render(wrap.Render("two effects shown: "+report.CitedText(s.Shown))) + "\n")
+			}
 			b.WriteString(m.styles.Accent.Render(wrap.Render("Fix: "+s.Fix)) + "\n")
 		}
 		b.WriteString("\n")

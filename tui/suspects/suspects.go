@@ -37,7 +37,8 @@ type Model struct {
 	sortBy    int
 	filter    textinput.Model
 	filtering bool
-	opened    *analyze.Suspect // set by enter; the app takes it after Update
+	opened    *analyze.Suspect   // set by enter; the app takes it after Update
+	near      []analyze.NearMiss // calls of one tool that asked for other effects
 	styles    theme.Styles
 }
 
@@ -82,6 +83,27 @@ func (m *Model) SetSuspects(all []*analyze.Suspect) {
 		}
 	}
 	m.clamp()
+}
+
+// SetNearMisses keeps the near misses the analysis named, for the list's
+// last line.
+func (m *Model) SetNearMisses(near []analyze.NearMiss) { m.near = near }
+
+// nearText names the near misses in a line: how many, and the first.
+func (m *Model) nearText() string {
+	if len(m.near) == 0 {
+		return ""
+	}
+	first := m.near[0]
+	what := "another effect"
+	if len(first.Differs) > 0 {
+		what, _, _ = strings.Cut(first.Differs[0], ":")
+	}
+	noun := "near misses"
+	if len(m.near) == 1 {
+		noun = "near miss"
+	}
+	return fmt.Sprintf(" · %d %s (not suspects): %s differs in %s", len(m.near), noun, first.Tool, what)
 }
 
 // Add appends suspects as they stream in.
@@ -249,7 +271,7 @@ func (m Model) View() string {
 	case m.filter.Value() != "":
 		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.all)), m.width)))
 	default:
-		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy]), m.width)))
+		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy])+m.nearText(), m.width)))
 	}
 	return b.String()
 }
