@@ -103,3 +103,112 @@ func scalarID(v any) string {
 	}
 	return ""
 }
+
+// MaxShown bounds the ids kept from one listing: enough for any page a
+// person reads, never a log's worth of memory.
+const MaxShown = 1000
+
+// ListedInHTTP is the ids a read's JSON answer lists: an array of
+// objects, or an object holding one (data, items, results, or the one
+// array it has). A list of fewer than two says nothing two effects need.
+func ListedInHTTP(status int, body string) []string {
+	if status < 200 || status >= 300 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return nil
+	}
+	return listedInJSON(v)
+}
+
+// ListedInToolResult is the ids an MCP tool's answer lists, in its
+// structuredContent or a text block that is JSON.
+func ListedInToolResult(result json.RawMessage) []string {
+	var r struct {
+		IsError    bool `json:"isError"`
+		Structured any  `json:"structuredContent"`
+		Content    []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.IsError {
+		return nil
+	}
+	if ids := listedInJSON(r.Structured); ids != nil {
+		return ids
+	}
+	for _, c := range r.Content {
+		var v any
+		if json.Unmarshal([]byte(c.Text), &v) == nil {
+			if ids := listedInJSON(v); ids != nil {
+				return ids
+			}
+		}
+	}
+	return nil
+}
+
+func listedInJSON(v any) []string {
+	list, ok := v.([]any)
+	if m, isObj := v.(map[string]any); isObj {
+		list, ok = arrayIn(m)
+	}
+	if !ok {
+		return nil
+	}
+	var ids []string
+	for _, item := range list {
+		if id := createdInJSON(item); id != "" && len(ids) < MaxShown {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	return ids
+}
+
+// arrayIn finds the list in a page object: a conventional key, else the
+// only array value it holds.
+func arrayIn(m map[string]any) ([]any, bool) {
+	for _, k := range []string{"data", "items", "results", "records", "entries"} {
+		if a, ok := m[k].([]any); ok {
+			return a, true
+		}
+	}
+	var found []any
+	n := 0
+	for _, v := range m {
+		if a, ok := v.([]any); ok {
+			found, n = a, n+1
+		}
+	}
+	return found, n == 1
+}
+
+// Lists reports whether a listing shows what an answer said it created:
+// the id itself, or the last segment of a created path (/v1/vms/vm-72
+// is listed as vm-72).
+func Lists(shown []string, created string) bool {
+	if created == "" {
+		return false
+	}
+	last := created[strings.LastIndexByte(created, '/')+1:]
+	for _, s := range shown {
+		if s == created || (last != "" && s == last) {
+			return true
+		}
+	}
+	return false
+}
+
+// SafeMethod reports RFC 9110's safe methods (GET, HEAD, OPTIONS): they
+// ask and change nothing, so they create nothing and are read-only.
+func SafeMethod(method string) bool {
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
+}

@@ -250,7 +250,8 @@ func (w *Tx) insertTransition(seq int64, t Transition) error {
 	return w.insert(&w.transitionRows, transitionInsert,
 		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
 		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)),
-		nullString(t.Created), nullString(t.Replayed), implied, nullString(string(t.Source.Source)), nullInt(t.Source.Line), nullString(t.Source.Record))
+		nullString(t.Created), nullString(t.Replayed), implied, nullString(string(t.Source.Source)), nullInt(t.Source.Line), nullString(t.Source.Record),
+		nullJSON(t.Shows))
 }
 
 // PutResult stores a target's result content and returns its reference, so

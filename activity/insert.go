@@ -45,7 +45,7 @@ var (
 	logInsert = newInsertSQL(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`,
 		"record", 0, -1)
 	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id,
-		created, replayed, implied, source_id, source_line, source_record) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		created, replayed, implied, source_id, source_line, source_record, shows) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		"transition of", 1, -1)
 	callInsert = newInsertSQL(`INSERT INTO calls(id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version, received_at, arguments, disposition, execution_id, reason, source_id, source_line, seq, source_record) VALUES `,
 		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, "call", 0, 16)

@@ -289,8 +289,11 @@ type Transition struct {
 	ResultRef    string         `json:"result_ref,omitempty"`
 	Created      string         `json:"created,omitempty"`  // what the answer says the target created
 	Replayed     string         `json:"replayed,omitempty"` // the target's mark that the answer is a replay
-	Reason       string         `json:"reason,omitempty"`
-	CallID       CallID         `json:"call_id,omitempty"` // the call that caused it, when one did
+	// Shows is the ids a read's answer lists (GET /v1/vms: vm-71, vm-72):
+	// a later listing that shows two created ids proves two effects.
+	Shows  []string `json:"shows,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	CallID CallID   `json:"call_id,omitempty"` // the call that caused it, when one did
 	// Implied: the source does not record this step; a later one implies
 	// it (an importer's dispatch before a recorded answer). It is drawn as
 	// such and never cited as evidence.

@@ -139,7 +139,7 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 	}
 	if f.TargetEnds != "" {
 		where = append(where, "target LIKE ? ESCAPE '\\'")
-		args = append(args, "%"+strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(f.TargetEnds))
+		args = append(args, "%"+likeEscape.Replace(f.TargetEnds))
 	}
 	if len(f.Methods) > 0 {
 		where = append(where, "method IN (?"+strings.Repeat(",?", len(f.Methods)-1)+")")
@@ -263,19 +263,25 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 }
 
 const transitionSelect = `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id,
-	created, replayed, implied, source_id, source_line, source_record FROM transitions`
+	created, replayed, implied, source_id, source_line, source_record, shows FROM transitions`
 
 func scanTransition(row rowScanner) (Transition, error) {
 	var (
 		t                              Transition
 		from, at, ref, why, call       sql.NullString
 		created, replayed, src, record sql.NullString
+		shows                          sql.NullString
 		status, exit, line             sql.NullInt64
 		implied                        int
 	)
 	if err := row.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call,
-		&created, &replayed, &implied, &src, &line, &record); err != nil {
+		&created, &replayed, &implied, &src, &line, &record, &shows); err != nil {
 		return t, err
+	}
+	if shows.Valid {
+		if err := json.Unmarshal([]byte(shows.String), &t.Shows); err != nil {
+			return t, fmt.Errorf("transition %d: shows: %w", t.Seq, err)
+		}
 	}
 	t.Created, t.Replayed, t.Implied = created.String, replayed.String, implied != 0
 	t.Source = Provenance{SourceID(src.String), line.Int64, record.String}
@@ -295,6 +301,46 @@ func (s *Store) Transitions(ctx context.Context, id ExecutionID) ([]Transition, 
 	}
 	return m[id], nil
 }
+
+// ListingsAfter returns the first few answers, recorded after the log
+// record after, whose listing (Transition.Shows) holds every one of the
+// created ids: what a later read showed of them.
+func (s *Store) ListingsAfter(ctx context.Context, after int64, created ...string) ([]Transition, error) {
+	q := transitionSelect + ` WHERE seq > ? AND shows IS NOT NULL`
+	args := []any{after}
+	for _, c := range created {
+		last, _ := json.Marshal(c[strings.LastIndexByte(c, '/')+1:])
+		q += ` AND shows LIKE ? ESCAPE '\'`
+		args = append(args, "%"+likeEscape.Replace(string(last))+"%")
+	}
+	rows, err := s.query(ctx, q+` ORDER BY seq LIMIT 16`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listings after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []Transition
+	for rows.Next() {
+		t, err := scanTransition(rows)
+		if err != nil {
+			return nil, err
+		}
+		if listsAll(t.Shows, created) { // LIKE only narrows; Lists decides
+			out = append(out, t)
+		}
+	}
+	return out, rows.Err()
+}
+
+func listsAll(shown, created []string) bool {
+	for _, c := range created {
+		if !Lists(shown, c) {
+			return false
+		}
+	}
+	return true
+}
+
+var likeEscape = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // Resolutions returns operator resolutions, newest first.
 func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, error) {

@@ -224,6 +224,10 @@ ALTER TABLE transitions ADD COLUMN source_record TEXT;
 ALTER TABLE calls ADD COLUMN source_record TEXT;
 ALTER TABLE runs ADD COLUMN source_record TEXT;
 `,
+	// 4: the ids a read's answer lists, as a JSON array.
+	`
+ALTER TABLE transitions ADD COLUMN shows TEXT;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -754,9 +754,9 @@ func TestMigrationFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	undo := []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)"}
-	for table, cols := range map[string][]string{ // migration 3's columns
+	for table, cols := range map[string][]string{ // migrations 3 and 4's columns
 		"executions": {"created", "replayed", "source_record"}, "calls": {"source_record"}, "runs": {"source_record"},
-		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record"},
+		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows"},
 	} {
 		for _, c := range cols {
 			undo = append(undo, "ALTER TABLE "+table+" DROP COLUMN "+c)

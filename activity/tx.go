@@ -6,6 +6,7 @@ package activity
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -211,6 +212,15 @@ func nullBytes(b []byte) any {
 	if len(b) == 0 {
 		return nil
 	}
+	return string(b)
+}
+
+// nullJSON stores a list as a JSON array, or NULL when it is empty.
+func nullJSON(ss []string) any {
+	if len(ss) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ss) // a []string always marshals
 	return string(b)
 }
 

@@ -149,6 +149,11 @@ func (w *walk) effectsShown(ctx context.Context, s *activity.Store) ([]Evidence,
 			ev = append(ev, w.evidence(e, t, "the answer names "+t.Created)...)
 		}
 	}
+	listed, err := w.listingOfBoth(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	ev = append(ev, listed...)
 	created := w.e2.exec.Created
 	if created == "" {
 		return ev, nil
@@ -161,4 +166,33 @@ func (w *walk) effectsShown(ctx context.Context, s *activity.Store) ([]Evidence,
 		ev = append(ev, Evidence{Seq: x.Seq, What: fmt.Sprintf("a later %s of %s undid the second", x.Method, created), Source: w.sources.text(x.Source)})
 	}
 	return ev, nil
+}
+
+// listingOfBoth cites the first later read whose answer lists both
+// created ids: the target itself shows it holds two things.
+func (w *walk) listingOfBoth(ctx context.Context, s *activity.Store) ([]Evidence, error) {
+	c1, c2 := w.e1.exec.Created, w.e2.exec.Created
+	if c1 == "" || c2 == "" || c1 == c2 {
+		return nil, nil
+	}
+	found, err := s.ListingsAfter(ctx, w.e2.Seq, c1, c2)
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	t := found[0]
+	x, err := s.Execution(ctx, t.ExecutionID)
+	if err != nil {
+		return nil, fmt.Errorf("listing of %s and %s: %w", c1, c2, err)
+	}
+	what := fmt.Sprintf("a later %s %s lists both %s and %s", x.Method, x.Target, c1, c2)
+	return []Evidence{{Seq: t.Seq, What: what, Source: w.sources.text(firstProvenance(t.Source, x.Source))}}, nil
+}
+
+func firstProvenance(ps ...activity.Provenance) activity.Provenance {
+	for _, p := range ps {
+		if !p.IsZero() {
+			return p
+		}
+	}
+	return activity.Provenance{}
 }

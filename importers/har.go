@@ -354,7 +354,7 @@ func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcRequest, u *url.URL
 	case json.Unmarshal(result, &r) == nil && r.IsError:
 		steps = append(steps, activity.Transition{To: activity.StateFailed, At: activity.Some(end), Reason: "the tool answered isError: it says it failed"})
 	default:
-		steps = append(steps, activity.Transition{To: activity.StateSucceeded, At: activity.Some(end), Created: activity.CreatedInToolResult(result),
+		steps = append(steps, activity.Transition{To: activity.StateSucceeded, At: activity.Some(end), Created: activity.CreatedInToolResult(result), Shows: activity.ListedInToolResult(result),
 			Reason: "the tool answered; the target's own answer is not in the archive"})
 	}
 	if last := steps[len(steps)-1].To; d.atClient() && (last == activity.StateSucceeded || last == activity.StateFailed) {
@@ -456,7 +456,11 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 	case st == 409 && strings.Contains(strings.ToLower(e.Response.Content.Text), "idempotency"):
 		t.To, t.Reason = activity.StateFailed, "the target answered 409: a request with this Idempotency-Key is still in progress, so this one did nothing"
 	case t.To == activity.StateSucceeded:
-		t.Created = activity.CreatedInHTTP(st, header(e.Response.Headers, "Location"), e.Response.Content.Text)
+		if activity.SafeMethod(e.Request.Method) { // a read creates nothing; it may list what others did
+			t.Shows = activity.ListedInHTTP(st, e.Response.Content.Text)
+		} else {
+			t.Created = activity.CreatedInHTTP(st, header(e.Response.Headers, "Location"), e.Response.Content.Text)
+		}
 		t.Replayed = replayMark(func(name string) string { return header(e.Response.Headers, name) })
 		if t.Replayed != "" {
 			t.Reason = "the target replayed its stored answer (" + t.Replayed + ")"

@@ -273,7 +273,8 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 				Reason: "the tool answered isError: it says it failed"})
 		default:
 			return d.answer(k, n, at, p, activity.Transition{To: activity.StateSucceeded, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
-				Created: activity.CreatedInToolResult(m.Result), Reason: "the tool answered; the target's own answer is not in the log"})
+				Created: activity.CreatedInToolResult(m.Result), Shows: activity.ListedInToolResult(m.Result),
+				Reason: "the tool answered; the target's own answer is not in the log"})
 		}
 	}
 	return nil

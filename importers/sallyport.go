@@ -327,7 +327,7 @@ func (d *sallyport) newExecution(k *sink, ev *spEvent, run activity.RunID, at ti
 	}
 	method := httpMethod(ev.ArgsPreview)
 	contract := activity.ContractBlockedAfterUnknown
-	if method == "GET" || method == "HEAD" || method == "OPTIONS" {
+	if activity.SafeMethod(method) {
 		contract = activity.ContractReadOnly
 	}
 	_, err = k.accept(activity.Execution{ID: id, Action: activity.Action{Actor: actor, Tool: ev.Tool, Channel: spChannel(ev.Channel),

@@ -123,7 +123,7 @@ func (k *sink) accept(e activity.Execution) (activity.Execution, error) {
 // outcome.
 func httpContract(method, key string) activity.Contract {
 	switch {
-	case method == "GET" || method == "HEAD" || method == "OPTIONS":
+	case activity.SafeMethod(method):
 		return activity.ContractReadOnly
 	case key != "":
 		return activity.ContractRepeatableWithKey
