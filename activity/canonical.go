@@ -96,6 +96,7 @@ func (o *object) source(p Provenance) {
 		s.key("line")
 		s.b = strconv.AppendInt(s.b, p.Line, 10)
 	}
+	s.strOmit("record", p.Record)
 	s.str("source", string(p.Source))
 	o.b = s.end()
 }
@@ -130,11 +131,19 @@ func (t Transition) appendCanonical(dst []byte) ([]byte, bool) {
 	o := newObject(dst)
 	o.optTime("at", t.At)
 	o.strOmit("call_id", string(t.CallID))
+	o.strOmit("created", t.Created)
 	o.str("execution_id", string(t.ExecutionID))
 	o.optInt("exit_code", t.ExitCode)
 	o.strOmit("from", string(t.From))
+	if t.Implied {
+		o.key("implied")
+		o.b = append(o.b, "true"...)
+	}
 	o.strOmit("reason", t.Reason)
+	o.strOmit("replayed", t.Replayed)
 	o.strOmit("result_ref", t.ResultRef)
+	stringList(&o, "shows", t.Shows)
+	o.source(t.Source)
 	o.optInt("target_status", t.TargetStatus)
 	o.str("to", string(t.To))
 	return o.done()
@@ -179,6 +188,7 @@ func (e Execution) appendCanonical(dst []byte) ([]byte, bool) {
 	stringList(&o, "attached", e.Attached)
 	o.str("channel", string(e.Channel))
 	o.str("contract", string(e.Contract))
+	o.strOmit("created", e.Created)
 	o.strOmit("created_by_call", string(e.CreatedByCall))
 	o.str("credential_ref", e.CredentialRef)
 	o.strOmit("error", e.Error)
@@ -191,6 +201,7 @@ func (e Execution) appendCanonical(dst []byte) ([]byte, bool) {
 	o.str("method", e.Method)
 	stringList(&o, "not_recorded", e.NotRecorded)
 	o.strOmit("outcome", string(e.Outcome))
+	o.strOmit("replayed", e.Replayed)
 	o.strOmit("result_ref", e.ResultRef)
 	o.strOmit("run_id", string(e.RunID))
 	o.source(e.Source)
