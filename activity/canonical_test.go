@@ -264,3 +264,49 @@ func TestCanonicalAppendersCoverEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordPayload: the replay's short envelope read agrees with
+// ParseRecord on every record EncodeRecord writes.
+func TestRecordPayload(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 3000 {
+		var tr Transition
+		randomFill(r, reflect.ValueOf(&tr))
+		rec, err := EncodeRecord(int64(i*977), [32]byte{byte(i)}, time.Unix(int64(i), 0), KindTransition, tr)
+		if err != nil {
+			continue
+		}
+		seq, kind, data, ok := recordPayload(rec.Bytes)
+		want, err := ParseRecord(rec.Bytes)
+		if !ok || err != nil || seq != want.Seq || kind != want.Kind || string(data) != string(want.Data) {
+			t.Fatalf("%s: got %d %s %s %v, want %+v (%v)", rec.Bytes, seq, kind, data, ok, want, err)
+		}
+	}
+	if _, _, _, ok := recordPayload([]byte(`{"v":1,"seq":1}`)); ok {
+		t.Fatal("a short record was read")
+	}
+}
+
+// TestOptDecodeFast: Opt's short paths read exactly what encoding/json
+// reads, or leave the value to it.
+func TestOptDecodeFast(t *testing.T) {
+	for _, in := range []string{`"abc"`, `""`, `"a\"b"`, `"\u00e9"`, `"é"`, "\"\xff\"", `"tab	"`, `"a\\b"`,
+		`0`, `-0`, `12`, `-7`, `007`, `1.0`, `1e2`, `-`, `99999999999999999999`, `"12"`,
+		`"2026-11-30T10:00:00.125Z"`, `"2026-11-30T10:00:00+02:00"`, `"2026-13-30T10:00:00Z"`, `"x"`} {
+		var s, sWant Opt[string]
+		var n, nWant Opt[int]
+		var tm, tWant Opt[time.Time]
+		for _, c := range []struct {
+			got, want any
+		}{{&s, &sWant.V}, {&n, &nWant.V}, {&tm, &tWant.V}} {
+			errGot := json.Unmarshal([]byte(in), c.got)
+			errWant := json.Unmarshal([]byte(in), c.want)
+			if (errGot == nil) != (errWant == nil) {
+				t.Errorf("%s into %T: error %v, encoding/json %v", in, c.got, errGot, errWant)
+			}
+		}
+		if s.V != sWant.V || n.V != nWant.V || !tm.V.Equal(tWant.V) {
+			t.Errorf("%s: got %q %d %v, want %q %d %v", in, s.V, n.V, tm.V, sWant.V, nWant.V, tWant.V)
+		}
+	}
+}

@@ -29,9 +29,7 @@ func (w *Tx) AddSource(src Source) (Source, error) {
 	if err != nil {
 		return src, err
 	}
-	return src, w.exec(`INSERT INTO sources(id, format, file, sha256, imported_at, records, skipped, note, seq) VALUES (?,?,?,?,?,?,?,?,?)`,
-		src.ID, src.Format, nullString(src.File), nullString(src.SHA256), FormatTime(src.ImportedAt),
-		src.Records, src.Skipped, nullString(src.Note), rec.Seq)
+	return src, w.exec(sourceInsert, args(sourceRow, src, rec.Seq)...)
 }
 
 // StartRun records an agent run in the Sessions log.
@@ -55,9 +53,7 @@ func (w *Tx) StartRun(run Run) (Run, error) {
 		w.runsSeen = map[RunID]bool{}
 	}
 	w.runsSeen[run.ID] = true
-	return run, w.exec(`INSERT INTO runs(id, actor, identified_by, evidence, started_at, ended_at, detail, source_id, source_line, seq, source_record) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
-		run.ID, run.Actor, string(run.IdentifiedBy), run.Evidence, FormatTime(run.StartedAt), nullTime(run.EndedAt),
-		nullBytes(run.Detail), nullString(string(run.Source.Source)), nullInt(run.Source.Line), rec.Seq, nullString(run.Source.Record))
+	return run, w.exec(runInsert, args(runRow, run, rec.Seq)...)
 }
 
 // EndRun records that a run ended.
@@ -91,8 +87,7 @@ func (w *Tx) AddGrant(g Grant) error {
 	if err != nil {
 		return err
 	}
-	return w.exec(`INSERT INTO grants(seq, run_id, scope, granted_by, granted_at) VALUES (?,?,?,?,?)`,
-		rec.Seq, string(g.RunID), g.Scope, g.GrantedBy, FormatTime(g.GrantedAt))
+	return w.exec(grantInsert, args(grantRow, g, rec.Seq)...)
 }
 
 func (w *Tx) requireRun(id RunID) error {
@@ -143,11 +138,7 @@ func (w *Tx) RecordCall(c Call) (Call, error) {
 	if err != nil {
 		return c, err
 	}
-	return c, w.insert(&w.callRows, callInsert,
-		string(c.ID), nullString(string(c.RunID)), c.Actor, c.Method, nullString(c.Tool), nullOpt(c.JSONRPCID), nullOpt(c.SessionID),
-		nullOpt(c.StreamID), nullOpt(c.EventID), nullOpt(c.ProtocolVersion), FormatTime(c.ReceivedAt), nullBytes(c.Arguments),
-		string(c.Disposition), nullString(string(c.ExecutionID)), nullString(c.Reason),
-		nullString(string(c.Source.Source)), nullInt(c.Source.Line), rec.Seq, nullString(c.Source.Record))
+	return c, w.insert(&w.callRows, callInsert, args(callRow, c, rec.Seq)...)
 }
 
 // Accept records a new execution in state accepted. Its identity (action,
@@ -243,15 +234,7 @@ func (w *Tx) transition(e Execution, t Transition, byOperator bool) (Execution, 
 }
 
 func (w *Tx) insertTransition(seq int64, t Transition) error {
-	implied := 0
-	if t.Implied {
-		implied = 1
-	}
-	return w.insert(&w.transitionRows, transitionInsert,
-		seq, string(t.ExecutionID), nullString(string(t.From)), string(t.To), nullTime(t.At), nullOptInt(t.TargetStatus),
-		nullOptInt(t.ExitCode), nullString(t.ResultRef), nullString(t.Reason), nullString(string(t.CallID)),
-		nullString(t.Created), nullString(t.Replayed), implied, nullString(string(t.Source.Source)), nullInt(t.Source.Line), nullString(t.Source.Record),
-		nullJSON(t.Shows))
+	return w.insert(&w.transitionRows, transitionInsert, args(transitionRow, t, seq)...)
 }
 
 // PutResult stores a target's result content and returns its reference, so
@@ -266,8 +249,8 @@ func (w *Tx) PutResult(content []byte) (string, error) {
 // ImportVault records a vault event another log recorded, with its own
 // time. It does not change this database's vault.
 func (w *Tx) ImportVault(ev VaultEvent) error {
-	if ev.Operator == "" || ev.At.IsZero() {
-		return errors.New("vault event: operator and time are required")
+	if ev.Operator == "" || ev.At.IsZero() || ev.Source.IsZero() {
+		return errors.New("vault event: operator, time and source are required")
 	}
 	ev.At = ev.At.UTC()
 	_, err := w.append(KindVault, ev)
@@ -288,16 +271,25 @@ func (w *Tx) ImportApproval(a Approval) error {
 	if err != nil {
 		return err
 	}
-	var decidedAt, decidedSeq any
-	if a.State != ApprovalPending {
-		decidedSeq = rec.Seq
-		if a.DecidedAt.OK {
-			decidedAt = FormatTime(a.DecidedAt.V)
-		}
+	return w.putApproval(a, rec.Seq)
+}
+
+// putApproval writes what an approval record says: a request (or a
+// decision whose request is not in this log) is a new row; a decision
+// changes its request's row. The one rule the table check replays.
+func (w *Tx) putApproval(a Approval, seq int64) error {
+	var b argsRow
+	approvalRow(&b, a, seq, seq)
+	row := b.vals
+	if a.State == ApprovalPending {
+		return w.exec(approvalInsert, row...)
 	}
-	return w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq, decided_at, operator, note, decided_seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT(id) DO UPDATE SET state = excluded.state, decided_at = excluded.decided_at, operator = excluded.operator, note = excluded.note, decided_seq = excluded.decided_seq`,
-		a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)), a.Actor, nullString(a.Tool),
-		nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq, decidedAt, nullString(a.Operator), nullString(a.Note), decidedSeq)
+	var one int
+	switch err := w.queryRow(`SELECT 1 FROM approvals WHERE id = ?`, a.ID).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return w.exec(approvalInsert, row...)
+	case err != nil:
+		return fmt.Errorf("approval %s: %w", a.ID, err)
+	}
+	return w.exec(approvalUpdate, approvalsTable.updateArgs(row)...)
 }

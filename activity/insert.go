@@ -44,16 +44,9 @@ func (q *insertSQL) sqlFor(n int) string {
 var (
 	logInsert = newInsertSQL(`INSERT INTO audit_log(seq, canonical, leaf_hash, tree_hashes, kind, t) VALUES `, `(?, ?, ?, ?, ?, ?)`,
 		"record", 0, -1)
-	transitionInsert = newInsertSQL(`INSERT INTO transitions(seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id,
-		created, replayed, implied, source_id, source_line, source_record, shows) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		"transition of", 1, -1)
-	callInsert = newInsertSQL(`INSERT INTO calls(id, run_id, actor, method, tool, jsonrpc_id, session_id, stream_id, event_id, protocol_version, received_at, arguments, disposition, execution_id, reason, source_id, source_line, seq, source_record) VALUES `,
-		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, "call", 0, 16)
-	execInsert = newInsertSQL(`INSERT INTO executions(id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope, effect_key, fingerprint, fingerprint_key_id,
-		run_id, contract, state, created_by_call, attach_window_ms, idempotency_key, accepted_at, not_recorded, source_id, source_line, seq, updated_seq,
-		authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at, target_status, exit_code, result_ref, error, outcome,
-		created, replayed, source_record) VALUES `,
-		`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, "execution", 0, 21)
+	transitionInsert = newInsertSQL(transitionsTable.insertPrefix(), transitionsTable.tuple(), "transition of", 1, -1)
+	callInsert       = newInsertSQL(callsTable.insertPrefix(), callsTable.tuple(), "call", 0, callsTable.col("source_line"))
+	execInsert       = newInsertSQL(executionsTable.insertPrefix(), executionsTable.tuple(), "execution", 0, executionsTable.col("source_line"))
 )
 
 // rows buffers one table's inserts.

@@ -47,8 +47,7 @@ func (w *Tx) Resolve(r Resolution) (Execution, error) {
 	if err != nil {
 		return e, err
 	}
-	if err := w.exec(`INSERT INTO resolutions(seq, execution_id, outcome, operator, note, evidence, at) VALUES (?,?,?,?,?,?,?)`,
-		rec.Seq, string(r.ExecutionID), string(r.Outcome), r.Operator, r.Note, nullString(r.Evidence), FormatTime(r.At)); err != nil {
+	if err := w.exec(resolutionIns, args(resolutionRow, r, rec.Seq)...); err != nil {
 		return e, err
 	}
 	w.resolved = true
@@ -65,12 +64,7 @@ func (w *Tx) SetVault(locked bool, operator, reason string) error {
 	if _, err := w.append(KindVault, ev); err != nil {
 		return err
 	}
-	state := "unlocked"
-	if locked {
-		state = "locked"
-	}
-	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
-		state+" by "+operator+": "+reason)
+	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, vaultValue(ev))
 }
 
 // RequestApproval records a pending approval and returns it.
@@ -86,9 +80,7 @@ func (w *Tx) RequestApproval(a Approval) (Approval, error) {
 	if err != nil {
 		return a, err
 	}
-	return a, w.exec(`INSERT INTO approvals(id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, seq)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, a.ID, string(a.Kind), string(a.State), nullString(string(a.ExecutionID)), nullString(string(a.RunID)),
-		a.Actor, nullString(a.Tool), nullString(a.CredentialRef), nullString(a.Summary), FormatTime(a.RequestedAt), rec.Seq)
+	return a, w.putApproval(a, rec.Seq)
 }
 
 // DecideApproval answers a pending approval. Answering one that is no
@@ -117,8 +109,7 @@ func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note strin
 			return a, err
 		}
 	}
-	return a, w.exec(`UPDATE approvals SET state = ?, decided_at = ?, operator = ?, note = ?, decided_seq = ? WHERE id = ?`,
-		string(a.State), FormatTime(w.now), operator, nullString(note), rec.Seq, id)
+	return a, w.putApproval(a, rec.Seq)
 }
 
 // DecideApproval answers a pending approval in its own transaction: the

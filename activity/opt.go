@@ -3,6 +3,9 @@ package activity
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
 )
 
 // Opt holds a value that a source may not record. The zero Opt means "not
@@ -50,9 +53,50 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 		*o = Opt[T]{}
 		return nil
 	}
-	if err := json.Unmarshal(b, &o.V); err != nil {
-		return err
+	if !o.decodeFast(b) {
+		if err := json.Unmarshal(b, &o.V); err != nil {
+			return err
+		}
 	}
 	o.OK = true
 	return nil
+}
+
+// decodeFast decodes the common shapes without a second JSON decoder (a
+// replay of a million records spent a fifth of its time there): a time,
+// a string with nothing to unescape, a plain integer. Anything else, and
+// anything these would read differently from encoding/json, is left to it.
+func (o *Opt[T]) decodeFast(b []byte) bool {
+	switch v := any(&o.V).(type) {
+	case *time.Time:
+		return v.UnmarshalJSON(b) == nil
+	case *string:
+		if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+			return false
+		}
+		body := b[1 : len(b)-1]
+		for _, c := range body {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		if !utf8.Valid(body) {
+			return false
+		}
+		*v = string(body)
+		return true
+	case *int:
+		if len(b) == 0 || len(b) > 18 || (b[0] == '0' && len(b) > 1) {
+			return false
+		}
+		for i, c := range b {
+			if (c < '0' || c > '9') && !(i == 0 && c == '-' && len(b) > 1) {
+				return false
+			}
+		}
+		n, err := strconv.Atoi(string(b))
+		*v = n
+		return err == nil
+	}
+	return false
 }

@@ -18,20 +18,9 @@ type execEntry struct {
 // insertExecution adds the projection row of an execution accepted in
 // this transaction to the rows flush inserts.
 func (w *Tx) insertExecution(ent *execEntry) error {
-	e := ent.e
-	var window any
-	if e.Window.OK {
-		window = e.Window.V.Milliseconds()
-	}
-	return w.insert(&w.execRows, execInsert,
-		string(e.ID), e.Actor, e.Tool, string(e.Channel), e.Target, e.Method, e.CredentialRef, string(e.Arguments), e.IntentScope, e.EffectKey(),
-		nullString(e.Fingerprint), nullString(e.FingerprintKeyID), nullString(string(e.RunID)), string(e.Contract), string(e.State),
-		nullString(string(e.CreatedByCall)), window, nullOpt(e.IdempotencyKey), nullTime(e.Times.Accepted), joinFacts(e.NotRecorded),
-		nullString(string(e.Source.Source)), nullInt(e.Source.Line), ent.insertSeq, ent.seq,
-		nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
-		nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
-		nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)),
-		nullString(e.Created), nullString(e.Replayed), nullString(e.Source.Record))
+	var b argsRow
+	executionRow(&b, ent.e, ent.insertSeq, ent.seq)
+	return w.insert(&w.execRows, execInsert, b.vals...)
 }
 
 func (w *Tx) cache(e Execution, dirty bool, seq int64) {
@@ -74,12 +63,9 @@ func (w *Tx) flush() error {
 			continue
 		}
 		e := ent.e
-		err := w.exec(`UPDATE executions SET state=?, authorized_at=?, rejected_at=?, dispatched_at=?, observed_at=?, delivered_at=?, resolved_at=?,
-			target_status=?, exit_code=?, result_ref=?, error=?, outcome=?, created=?, replayed=?, updated_seq=? WHERE id=?`,
-			string(e.State), nullTime(e.Times.Authorized), nullTime(e.Times.Rejected), nullTime(e.Times.Dispatched), nullTime(e.Times.Observed),
-			nullTime(e.Times.Delivered), nullTime(e.Times.Resolved), nullOptInt(e.TargetStatus), nullOptInt(e.ExitCode),
-			nullString(e.ResultRef), nullString(e.Error), nullString(string(e.Outcome)), nullString(e.Created), nullString(e.Replayed), ent.seq, string(e.ID))
-		if err != nil {
+		var b argsRow
+		executionRow(&b, e, ent.insertSeq, ent.seq)
+		if err := w.exec(executionUpdate, executionsTable.updateArgs(b.vals)...); err != nil {
 			return fmt.Errorf("execution %s: %w", e.ID, err)
 		}
 		ent.dirty = false

@@ -242,6 +242,32 @@ func parseLayout(b []byte) (Record, bool) {
 	return Record{Seq: seq, Time: t, Kind: kind, Data: data[:len(data)-1]}, true
 }
 
+// recordPayload reads seq, kind and data of bytes laid out as EncodeRecord
+// writes them, skipping prev and t, which a replay of the tables does not
+// need (the verifier checks them). ok false: leave it to ParseRecord.
+func recordPayload(b []byte) (seq int64, kind Kind, data []byte, ok bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(recordPrefix))
+	i := 0
+	for ok && i < len(rest) && i < 19 && rest[i] >= '0' && rest[i] <= '9' {
+		seq = seq*10 + int64(rest[i]-'0')
+		i++
+	}
+	const afterSeq = len(`,"prev":"`) + b64Len + len(`","t":"`) + len(TimeFormat) + len(`","kind":"`)
+	if !ok || i == 0 || i > 18 || len(rest) < i+afterSeq {
+		return 0, "", nil, false
+	}
+	rest = rest[i+afterSeq:]
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return 0, "", nil, false
+	}
+	data, ok = bytes.CutPrefix(rest[end:], []byte(`","data":`))
+	if !ok || len(data) < 2 || data[len(data)-1] != '}' {
+		return 0, "", nil, false
+	}
+	return seq, Kind(rest[:end]), data[:len(data)-1], true
+}
+
 // DecodeRecord parses canonical record bytes fully. It checks the bytes are
 // exactly what EncodeRecord would write for the decoded values, so a
 // record has one encoding.
@@ -348,6 +374,9 @@ type VaultEvent struct {
 	Operator string    `json:"operator"`
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
+	// Source is set on an event imported from another log: it says what
+	// that log's vault did and leaves this database's vault alone.
+	Source Provenance `json:"source,omitzero"`
 }
 
 // RunEnd records that an agent run ended.

@@ -6,9 +6,7 @@ package activity
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -191,63 +189,4 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
-}
-
-func joinFacts(fs []Fact) string {
-	s := make([]string, len(fs))
-	for i, f := range fs {
-		s[i] = string(f)
-	}
-	return strings.Join(s, ",")
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullBytes(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-// nullJSON stores a list as a JSON array, or NULL when it is empty.
-func nullJSON(ss []string) any {
-	if len(ss) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(ss) // a []string always marshals
-	return string(b)
-}
-
-func nullInt(n int64) any {
-	if n == 0 {
-		return nil
-	}
-	return n
-}
-
-func nullOpt(o Opt[string]) any {
-	if !o.OK {
-		return nil
-	}
-	return o.V
-}
-
-func nullOptInt(o Opt[int]) any {
-	if !o.OK {
-		return nil
-	}
-	return o.V
-}
-
-func nullTime(o Opt[time.Time]) any {
-	if !o.OK {
-		return nil
-	}
-	return FormatTime(o.V)
 }

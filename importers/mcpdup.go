@@ -184,6 +184,7 @@ func (d *ownExport) apply(k *sink, p parsed) error {
 	case *activity.Resolution:
 		_, err = w.Resolve(*v)
 	case *activity.VaultEvent:
+		v.Source = at
 		err = w.ImportVault(*v)
 	case *activity.Approval:
 		err = w.ImportApproval(*v)

@@ -154,7 +154,8 @@ func (d *sallyport) row(k *sink, ev *spEvent, at time.Time) error {
 		if !locked && ev.Tool != "vault.unlocked" {
 			return nil // quarantine and other vault rows say nothing about actions
 		}
-		if err := k.w.ImportVault(activity.VaultEvent{Locked: locked, Operator: "sallyport", Reason: firstOf(ev.ArgsPreview, ev.Rule), At: at}); err != nil {
+		if err := k.w.ImportVault(activity.VaultEvent{Locked: locked, Operator: "sallyport", Reason: firstOf(ev.ArgsPreview, ev.Rule), At: at,
+			Source: d.at(k)}); err != nil {
 			return k.fail(d.line, err)
 		}
 		return nil

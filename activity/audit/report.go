@@ -36,8 +36,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 		for _, p := range r.Problems {
 			where := "log"
-			if p.Seq >= 0 {
+			switch {
+			case p.Seq >= 0:
 				where = fmt.Sprintf("record %d", p.Seq)
+			case p.Table != "":
+				where = "table " + p.Table
 			}
 			fmt.Fprintf(&b, "%s\tINVALID: %s\n", where, p.Message)
 		}

@@ -45,14 +45,37 @@ func VerifyStore(ctx context.Context, s *activity.Store, opts Options) (*Report,
 		}
 	}
 	feed() // a checkpoint of size 0, should one exist
+	// The tables are read on a snapshot taken before the log is: the log
+	// only grows, so its first snap.Size records are the snapshot's.
+	var tables *activity.TableCheck
+	if !opts.LogOnly {
+		snap, err := s.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer snap.Close()
+		tables = snap.StartTableCheck(ctx)
+	}
 	// Reading rows and hashing them each take about half the time; on two
 	// cores a reader goroutine feeding batches halves the wall time.
 	err = scanBatches(ctx, s, func(b *rowBatch) {
 		for i := range b.seqs {
 			v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
+			if tables != nil {
+				tables.Add(b.seqs[i], b.canonical[i])
+			}
 			feed()
 		}
 	})
+	if tables != nil {
+		tr, terr := tables.Finish()
+		if err == nil && terr != nil {
+			return nil, terr
+		}
+		if terr == nil {
+			v.addTables(tr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// Progress, if set, is called now and then with records checked so far
 	// and the total when known (0 otherwise).
 	Progress func(done, total int64)
+	// LogOnly skips the table check: the log is proven, the tables the
+	// console reads are not (the report says "not checked").
+	LogOnly bool
 }
 
 // Check names, in the order they are reported.
@@ -47,7 +50,8 @@ const (
 	CheckTruncation  = "truncation"
 	CheckTrusted     = "rollback_fork"
 	CheckSealed      = "sealed_tail"
-	checkCount       = 8
+	CheckTables      = "tables"
+	checkCount       = 9
 	maxProblemsKept  = 200
 	progressInterval = 1 << 16
 )
@@ -61,6 +65,7 @@ var checkTitles = map[string]string{
 	CheckTruncation: "truncation",
 	CheckTrusted:    "rollback / fork",
 	CheckSealed:     "sealed tail",
+	CheckTables:     "tables",
 }
 
 // Status of one check.
@@ -87,6 +92,9 @@ type Problem struct {
 	Code    string `json:"code"`
 	Seq     int64  `json:"seq"` // -1 when not about one record
 	Message string `json:"message"`
+	// Table and Row name a projection row that differs from the log.
+	Table string `json:"table,omitempty"`
+	Row   string `json:"row,omitempty"`
 }
 
 // Report is the result of a verification.
@@ -132,6 +140,7 @@ type verifier struct {
 	omitted  int
 	counts   map[string]int
 	total    int64
+	tables   *activity.TableReport // nil: no tables to check (an export)
 }
 
 type checkpoint struct {
@@ -161,7 +170,7 @@ func (v *verifier) problem(check, code string, seq int64, format string, args ..
 		v.omitted++
 		return
 	}
-	v.problems = append(v.problems, Problem{check, code, seq, fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, Problem{Check: check, Code: code, Seq: seq, Message: fmt.Sprintf(format, args...)})
 }
 
 // addRecord checks one record. rowSeq is the seq the container claims for
@@ -394,7 +403,7 @@ func (v *verifier) report(source, key string) *Report {
 }
 
 func checkOrder(name string) int {
-	for i, n := range []string{CheckSeq, CheckChain, CheckHashes, CheckSignatures, CheckRoots, CheckTruncation, CheckTrusted, CheckSealed} {
+	for i, n := range []string{CheckSeq, CheckChain, CheckHashes, CheckSignatures, CheckRoots, CheckTruncation, CheckTrusted, CheckSealed, CheckTables} {
 		if n == name {
 			return i
 		}
@@ -449,5 +458,37 @@ func (v *verifier) checks(rep *Report) []Check {
 	if v.verifiers == nil && rep.Unsealed > 0 && len(v.checkpoints) > 0 {
 		out[len(out)-1].Detail = fmt.Sprintf("%d records: no checkpoint could be verified without a key", v.pos)
 	}
+	out = append(out, v.tablesCheck())
 	return out
+}
+
+// addTables takes the table check's findings as problems of their own.
+func (v *verifier) addTables(r *activity.TableReport) {
+	v.tables = r
+	for _, p := range r.Problems {
+		v.problem(CheckTables, p.Code, p.Seq, "%s", p.Message)
+		if last := len(v.problems) - 1; last >= 0 && v.problems[last].Check == CheckTables {
+			v.problems[last].Table, v.problems[last].Row = p.Table, p.Row
+		}
+	}
+	v.counts[CheckTables] += r.Omitted
+	v.omitted += r.Omitted
+}
+
+// tablesCheck is the report line of the table check, in its own words.
+func (v *verifier) tablesCheck() Check {
+	c := Check{Name: CheckTables, Title: checkTitles[CheckTables]}
+	switch {
+	case v.tables == nil && v.opts.LogOnly:
+		c.Status, c.Detail = StatusSkipped, "--log-only: the tables the console and the gateway read were not compared with the log"
+	case v.tables == nil:
+		c.Status, c.Detail = StatusSkipped, "an export holds no tables: verify the database to prove what the console reads"
+	case v.counts[CheckTables] > 0:
+		c.Status = StatusFailed
+		c.Detail = fmt.Sprintf("%d row(s) differ from what the log implies: the console, the analysis and the gateway would read forged state", v.counts[CheckTables])
+	default:
+		c.Status = StatusOK
+		c.Detail = fmt.Sprintf("%d rows in %d tables rebuilt from %d records and equal", v.tables.Rows, len(v.tables.Tables), v.tables.Records)
+	}
+	return c
 }

@@ -1,0 +1,283 @@
+package activity_test
+
+import (
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+)
+
+// everyTable builds a database with rows in every projection table: the
+// incident, plus a vault lock, approvals decided and pending, and an
+// ended run.
+func everyTable(t *testing.T) (path string, opts activity.Options) {
+	t.Helper()
+	s, keyDir := activitytest.Open(t, activity.Options{})
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Write(ctx, func(w *activity.Tx) error {
+		if err := w.SetVault(true, "alice", "incident 4411"); err != nil {
+			return err
+		}
+		run, err := w.StartRun(activity.Run{Actor: "agent:ops", IdentifiedBy: activity.RunByMetaID, Evidence: "run-ops"})
+		if err != nil {
+			return err
+		}
+		a, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalSession, RunID: run.ID, Actor: "agent:ops", Summary: "new run"})
+		if err != nil {
+			return err
+		}
+		if _, err := w.DecideApproval(a.ID, activity.ApprovalApproved, "bob", "known agent"); err != nil {
+			return err
+		}
+		if _, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, ExecutionID: ids["payment"], Actor: "agent:ops",
+			CredentialRef: "stripe-live"}); err != nil {
+			return err
+		}
+		return w.EndRun(run.ID, w.Now())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = s.Path()
+	opts = activity.Options{ReadOnly: true, KeyDir: keyDir}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, opts
+}
+
+func TestTableCheckUntouched(t *testing.T) {
+	path, opts := everyTable(t)
+	s, err := activity.Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.CheckTables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Errorf("false alarm: %s %s: %s", p.Code, p.Table, p.Message)
+	}
+	if rep.Records == 0 || rep.Rows == 0 {
+		t.Fatalf("checked %d records, %d rows", rep.Records, rep.Rows)
+	}
+}
+
+// tamper is one edit an attacker with the file makes, the triggers
+// dropped first.
+type tamper struct {
+	table, column, op string // op: edit, delete, insert
+	sql               string
+}
+
+// tampers lists, for every table the check covers, an edit of every
+// column of one row, the deletion of that row and the insertion of a
+// copy under another key.
+func tampers(t *testing.T, db *sql.DB) []tamper {
+	t.Helper()
+	var out []tamper
+	for _, table := range []string{"sources", "runs", "grants", "calls", "executions", "transitions", "resolutions", "approvals", "meta", "results"} {
+		cols, types := columns(t, db, table)
+		pick := fmt.Sprintf("rowid = (SELECT MIN(rowid) FROM %s)", table)
+		if table == "meta" {
+			pick = "key = 'vault'"
+		}
+		for i, c := range cols {
+			change := fmt.Sprintf("COALESCE(%s || 'x', 'x')", c)
+			switch {
+			case i == 0 && types[i] == "INTEGER": // a key: move it past every other
+				change = fmt.Sprintf("(SELECT MAX(%s) FROM %s) + 1000", c, table)
+			case types[i] == "INTEGER":
+				change = fmt.Sprintf("COALESCE(%s + 1, 1)", c)
+			case types[i] == "BLOB":
+				change = fmt.Sprintf("CAST(%s || 'x' AS BLOB)", c)
+			}
+			if table == "results" && c == "created_at" {
+				continue // not in the log: when the content was stored
+			}
+			out = append(out, tamper{table, c, "edit", fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s", table, c, change, pick)})
+		}
+		out = append(out, tamper{table, "", "delete", fmt.Sprintf("DELETE FROM %s WHERE %s", table, pick)})
+		key := cols[0]
+		copyKey := key + " || 'x'"
+		if types[0] == "INTEGER" {
+			copyKey = fmt.Sprintf("(SELECT MAX(%s) FROM %s) + 1000", key, table)
+		}
+		out = append(out, tamper{table, "", "insert", fmt.Sprintf("INSERT INTO %s(%s) SELECT %s, %s FROM %s WHERE %s",
+			table, strings.Join(cols, ", "), copyKey, strings.Join(cols[1:], ", "), table, pick)})
+	}
+	return out
+}
+
+func columns(t *testing.T, db *sql.DB, table string) (names, types []string) {
+	t.Helper()
+	rows, err := db.Query("SELECT name, type FROM pragma_table_info(?) ORDER BY cid", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n, ty string
+		if err := rows.Scan(&n, &ty); err != nil {
+			t.Fatal(err)
+		}
+		names, types = append(names, n), append(types, ty)
+	}
+	return names, types
+}
+
+// TestTableCheckCatchesTampering: every edit, deletion and insertion of
+// every table is reported, naming the table; an edited row is named by
+// its key and the column that changed.
+func TestTableCheckCatchesTampering(t *testing.T) {
+	path, opts := everyTable(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := tampers(t, db)
+	db.Close()
+	caught := 0
+	for _, tc := range all {
+		name := tc.table + "/" + tc.op + "/" + tc.column
+		dir := t.TempDir()
+		copyPath := filepath.Join(dir, "t.db")
+		copyFile(t, path, copyPath)
+		edit(t, copyPath, tc.sql)
+		s, err := activity.Open(ctx, copyPath, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep, err := s.CheckTables(ctx)
+		s.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var found *activity.TableProblem
+		for i, p := range rep.Problems {
+			if p.Table == tc.table {
+				found = &rep.Problems[i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			t.Errorf("%s: not caught (%d problems: %+v)", name, len(rep.Problems), rep.Problems)
+		case tc.op == "edit" && tc.column != keyColumn[tc.table] && tc.table != "results" && !strings.Contains(found.Message, tc.column+" is "):
+			t.Errorf("%s: the message does not name the column: %s", name, found.Message)
+		default:
+			caught++
+		}
+	}
+	t.Logf("tampering caught: %d of %d", caught, len(all))
+}
+
+// keyColumn names each table's rows; an edited key is a row the log
+// lacks and a row the table lacks.
+var keyColumn = map[string]string{"sources": "id", "runs": "id", "grants": "seq", "calls": "id", "executions": "id", "transitions": "seq",
+	"resolutions": "seq", "approvals": "id", "meta": "key", "results": "ref"}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edit runs an attacker's statement with the append-only triggers gone.
+func edit(t *testing.T, path, stmt string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'trigger'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var triggers []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		triggers = append(triggers, n)
+	}
+	rows.Close()
+	for _, tr := range triggers {
+		if _, err := db.Exec("DROP TRIGGER " + tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := db.Exec(stmt)
+	if err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatalf("%s changed nothing", stmt)
+	}
+}
+
+// TestTableCheckWhileWriting: a check beside a writer that commits all
+// the time sees one consistent snapshot, and so never a false alarm.
+func TestTableCheckWhileWriting(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := activitytest.Fill(ctx, s, 30, 6); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	var checked, records int64
+	for range 15 {
+		rep, err := s.CheckTables(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Problems {
+			t.Errorf("false alarm at %d records: %s", rep.Records, p.Message)
+		}
+		checked++
+		records = rep.Records
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d checks beside a writer, the last over %d records", checked, records)
+}
