@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpdup/mcpdup/activity/canon"
 )
@@ -308,5 +310,66 @@ func TestOptDecodeFast(t *testing.T) {
 		if s.V != sWant.V || n.V != nWant.V || !tm.V.Equal(tWant.V) {
 			t.Errorf("%s: got %q %d %v, want %q %d %v", in, s.V, n.V, tm.V, sWant.V, nWant.V, tWant.V)
 		}
+	}
+}
+
+// TestDecodeTransition: the direct decoder reads back every transition
+// the direct encoder writes, field for field.
+func TestDecodeTransition(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	read := 0
+	for range 20000 {
+		var tr Transition
+		randomFill(r, reflect.ValueOf(&tr))
+		if r.IntN(2) == 0 {
+			plainStrings(reflect.ValueOf(&tr))
+		}
+		tr.Seq = 0
+		if tr.At.OK {
+			tr.At.V = tr.At.V.UTC()
+		}
+		b, ok := tr.appendCanonical(nil)
+		if !ok {
+			continue
+		}
+		got, ok := decodeTransition(b)
+		std, err := Record{Kind: KindTransition, Data: b}.eventStd()
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if ok {
+			read++
+			if !reflect.DeepEqual(got, std) {
+				t.Fatalf("%s:\ndirect %+v\nstd    %+v", b, got, std)
+			}
+		}
+	}
+	if read < 1000 {
+		t.Fatalf("the direct decoder read only %d of 20000 transitions", read)
+	}
+}
+
+// plainStrings strips what JSON escapes from every string v holds.
+func plainStrings(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		plainStrings(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Field(i).CanSet() {
+				plainStrings(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			plainStrings(v.Index(i))
+		}
+	case reflect.String:
+		v.SetString(strings.Map(func(r rune) rune {
+			if r < 0x20 || r == '"' || r == '\\' || r == utf8.RuneError {
+				return -1
+			}
+			return r
+		}, v.String()))
 	}
 }
