@@ -6,13 +6,14 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
 // HTML writes the same report as Markdown as one self-contained page: no
 // script, no network, the timeline as an inline SVG sequence diagram with
 // agent, gateway and target lanes.
-func HTML(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall) error {
+func HTML(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall, in audit.Integrity) error {
 	var b strings.Builder
 	e := html.EscapeString
 	fmt.Fprintf(&b, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>%s — %s</title>
@@ -26,6 +27,11 @@ svg text{font:12px system-ui,sans-serif}
 </style></head><body>
 `, e(sus.ID), e(string(sus.Verdict)), toneColour(SeverityTone(sus.Severity)))
 	fmt.Fprintf(&b, "<h1>Post-incident report: %s</h1>\n", e(sus.ID))
+	if in.State == audit.IntegrityVerified {
+		fmt.Fprintf(&b, "<p class=\"integrity\">Integrity: %s.</p>\n", e(in.Text))
+	} else {
+		fmt.Fprintf(&b, "<p class=\"integrity verdict\"><strong>Integrity: %s.</strong> Nothing below is proven by the signed log.</p>\n", e(in.Text))
+	}
 	fmt.Fprintf(&b, `<p class="verdict"><strong>%s %s</strong> — severity <strong>%s</strong>.<br>%s</p>`+"\n",
 		e(sus.Verdict.Glyph()), e(sus.Title), e(string(sus.Severity)), e(sus.Summary))
 	fmt.Fprintf(&b, "<p><code>%s</code> on <code>%s %s</code>, contract <code>%s</code>, window %s, %d calls, %d executions.</p>\n",

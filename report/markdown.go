@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
 // Markdown writes a post-incident report for one suspect: verdict, the
 // five answers with evidence, the recommended fix, and the timeline.
-func Markdown(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall) error {
+func Markdown(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.WhatIfCall, in audit.Integrity) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Post-incident report: %s\n", sus.ID)
+	fmt.Fprintf(&b, "# Post-incident report: %s\n\n%s\n", sus.ID, integrityMarkdown(in))
 	suspectMarkdown(&b, sus)
 	b.WriteString("\n## Timeline\n\n| # | time | lanes | event | states after |\n|---|---|---|---|---|\n")
 	for _, f := range tl.Frames {
@@ -38,13 +39,13 @@ func whatIfMarkdown(b *strings.Builder, whatIf []analyze.WhatIfCall) {
 // SuspectsMarkdown renders suspects as a Markdown report: a summary table,
 // then each suspect's five answers with evidence and the recommended fix,
 // most severe first.
-func SuspectsMarkdown(w io.Writer, source string, suspects []*analyze.Suspect) error {
+func SuspectsMarkdown(w io.Writer, source string, suspects []*analyze.Suspect, in audit.Integrity) error {
 	var b strings.Builder
 	counts := analyze.Counts{}
 	for _, s := range suspects {
 		counts.Add(s)
 	}
-	fmt.Fprintf(&b, "# Suspected duplicate actions\n\nSource: `%s`. %d suspects: %s.\n\n", source, len(suspects), counts)
+	fmt.Fprintf(&b, "# Suspected duplicate actions\n\n%s\n\nSource: `%s`. %d suspects: %s.\n\n", integrityMarkdown(in), source, len(suspects), counts)
 	if len(suspects) == 0 {
 		_, err := io.WriteString(w, b.String())
 		return err
@@ -127,4 +128,13 @@ func NearMissesMarkdown(w io.Writer, near []analyze.NearMiss, omitted int) error
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// integrityMarkdown is a report's integrity line: what was proven about
+// the data it was computed from, loud when that is nothing.
+func integrityMarkdown(in audit.Integrity) string {
+	if in.State != audit.IntegrityVerified {
+		return "> **Integrity: " + in.Text + ".** Nothing below is proven by the signed log."
+	}
+	return "Integrity: " + in.Text + "."
 }

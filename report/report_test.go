@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
 )
@@ -78,10 +79,10 @@ func TestReportsCiteTheRecords(t *testing.T) {
 	sus := deploySuspect(t)
 	tl := report.SuspectTimeline(sus)
 	var md, page strings.Builder
-	if err := report.Markdown(&md, sus, tl, nil); err != nil {
+	if err := report.Markdown(&md, sus, tl, nil, audit.NotChecked("a test")); err != nil {
 		t.Fatal(err)
 	}
-	if err := report.HTML(&page, sus, tl, nil); err != nil {
+	if err := report.HTML(&page, sus, tl, nil, audit.NotChecked("a test")); err != nil {
 		t.Fatal(err)
 	}
 	ev := sus.Questions[1].Evidence[0]

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
@@ -44,8 +45,8 @@ func (t *TableWriter) Flush() error { return t.tw.Flush() }
 // TimelineTable prints a timeline one event a line, with each execution's
 // state after it (whole ids, to copy into other commands), then what the
 // gateway would have done with each call, when whatIf has it.
-func TimelineTable(out io.Writer, tl *Timeline, whatIf []analyze.WhatIfCall) error {
-	fmt.Fprintf(out, "%s\n\n", tl.Title)
+func TimelineTable(out io.Writer, tl *Timeline, whatIf []analyze.WhatIfCall, in audit.Integrity) error {
+	fmt.Fprintf(out, "%s\nintegrity: %s\n\n", tl.Title, in.Text)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "#\tTIME\tLANES\tEVENT\tSTATES AFTER")
 	for _, f := range tl.Frames {

@@ -550,12 +550,8 @@ func auditText(r *audit.Report, err error) string {
 	switch {
 	case err != nil:
 		return "audit: error"
-	case r.Tampered:
-		return fmt.Sprintf("audit ✗ BROKEN (%d problems)", len(r.Problems)+r.ProblemsOmitted)
-	case r.Unsealed > 0:
-		return fmt.Sprintf("audit ✓ chain ok, %d unsealed", r.Unsealed)
 	}
-	return "audit ✓ verified"
+	return r.Integrity().Short()
 }
 
 func timeText(o activity.Opt[time.Time]) string {

@@ -493,8 +493,30 @@ func TestAuditIndicatorBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(m, press(m, "r"))
-	if v := m.View(); !strings.Contains(v, "audit ✗ BROKEN") {
+	if v := m.View(); !strings.Contains(v, "audit ✗ TAMPERED") {
 		t.Fatalf("tampering not shown:\n%s", v)
+	}
+}
+
+// TestAuditIndicatorTables: an edit of a table the console reads, with
+// the log untouched, shows as tampering too.
+func TestAuditIndicatorTables(t *testing.T) {
+	m, s, _ := newTestModel(t, 120, 30)
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE executions SET outcome = 'failure' WHERE rowid = (SELECT MIN(rowid) FROM executions)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("edited %d rows", n)
+	}
+	run(m, press(m, "r"))
+	if v := m.View(); !strings.Contains(v, "audit ✗ TAMPERED") {
+		t.Fatalf("a forged execution row not shown:\n%s", v)
 	}
 }
 

@@ -85,7 +85,8 @@ func TestGoldenTooSmall(t *testing.T) {
 // ready is the status bar once suspects, pending and the audit check
 // have all loaded: the renderer repaints a changed line whole, so it
 // appears in the output in one piece.
-const ready = "3 suspects · 1 pending · audit ✓ verified   "
+// (60 columns clip it after "key n").
+const ready = "3 suspects · 1 pending · audit ✓ verified · key n"
 
 // screen remembers all output a program has drawn: WaitFor consumes the
 // reader, and a later wait must still see what an earlier one read.

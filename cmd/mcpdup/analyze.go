@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
 )
@@ -15,6 +16,7 @@ type AnalyzeCmd struct {
 	Questions bool          `short:"q" help:"With -o table, print each suspect's five answers."`
 	Window    time.Duration `help:"Group calls within this window instead of each tool's recorded attach window (default for logs that record none: 1h)."`
 	FailOn    string        `enum:"none,duplicate,risk,unknown" default:"none" help:"Exit 1 if a suspect is at least this bad: duplicate; risk (also duplicate_risk); unknown (also insufficient_evidence)."`
+	verifyFirst
 }
 
 func (c *AnalyzeCmd) Help() string {
@@ -47,6 +49,15 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	// The log and tables are verified beside the analysis; the output
+	// ends with what that proved (exit 1 if they were tampered with).
+	verified := make(chan error, 1)
+	var in audit.Integrity
+	go func() {
+		var err error
+		in, err = c.integrity(ctx, s)
+		verified <- err
+	}()
 	prog := newProgress(g.stderr, "analysing")
 	var near []analyze.NearMiss
 	var nearOmitted int
@@ -65,6 +76,9 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		return nil
 	})
 	prog.done()
+	if verr := <-verified; err == nil {
+		err = verr
+	}
 	if err != nil {
 		return err
 	}
@@ -77,18 +91,21 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 			near = []analyze.NearMiss{}
 		}
 		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total(),
-			"near_misses": near, "near_misses_omitted": nearOmitted})
+			"near_misses": near, "near_misses_omitted": nearOmitted, "integrity": in})
 	case "markdown":
-		if err = report.SuspectsMarkdown(g.stdout, s.Path(), all); err == nil {
+		if err = report.SuspectsMarkdown(g.stdout, s.Path(), all, in); err == nil {
 			err = report.NearMissesMarkdown(g.stdout, near, nearOmitted)
 		}
 	default:
 		if err = table.Flush(); err == nil {
-			fmt.Fprintf(g.stdout, "\n%d suspects: %s\n", counts.Total(), counts)
+			fmt.Fprintf(g.stdout, "\n%d suspects: %s\nintegrity: %s\n", counts.Total(), counts, in.Text)
 			err = report.NearMissesTable(g.stdout, near, nearOmitted)
 		}
 	}
 	if err != nil {
+		return err
+	}
+	if err := warnTampered(g, "analyze", in); err != nil {
 		return err
 	}
 	for _, v := range failOn[c.FailOn] {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -340,5 +341,73 @@ func TestImportCommand(t *testing.T) {
 	if code := run([]string{"import", "--db", db, "--key-dir", keys, "--skip-bad", "--dry-run", bad}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "dry run: would import") || !strings.Contains(out.String(), "skipped "+bad+":10") {
 		t.Fatalf("dry run with skip: %d\n%s", code, out.String())
+	}
+}
+
+// TestTamperedTablesEveryCommand: a row edited behind the store's back
+// (the log untouched) makes audit verify exit 1 naming the table and the
+// row, and analyze, replay and report say so and fail too.
+func TestTamperedTablesEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Run(context.Background(), s, keys); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	t.Setenv("MCPDUP_DB", db)
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+	code, out, _ := mcpdup(t, "analyze", "-o", "json")
+	var res struct {
+		Suspects []struct {
+			ID string `json:"id"`
+		} `json:"suspects"`
+		Integrity struct {
+			State string `json:"state"`
+		} `json:"integrity"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 || res.Integrity.State != "verified" {
+		t.Fatalf("untouched: exit %d, %+v", code, res.Integrity)
+	}
+	code, out, _ = mcpdup(t, "report", res.Suspects[0].ID)
+	if code != 0 || !strings.Contains(out, "Integrity: verified: log and tables through record") {
+		t.Fatalf("report on an untouched database: exit %d\n%s", code, out)
+	}
+
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := raw.QueryRow(`SELECT id FROM executions WHERE state = 'delivered' LIMIT 1`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE executions SET state = 'failed_before_dispatch' WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	code, out, _ = mcpdup(t, "audit", "verify")
+	if code != 1 || !strings.Contains(out, "executions row \""+id+"\"") || !strings.Contains(out, "state is \"failed_before_dispatch\", the log says \"delivered\"") {
+		t.Fatalf("audit verify: exit %d\n%s", code, out)
+	}
+	code, out, errs := mcpdup(t, "analyze")
+	if code != 1 || !strings.Contains(out, "integrity: TAMPERED") || !strings.Contains(errs, "does not prove") {
+		t.Fatalf("analyze: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = mcpdup(t, "report", res.Suspects[0].ID)
+	if code != 1 || !strings.Contains(out, "**Integrity: TAMPERED") {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	code, out, _ = mcpdup(t, "replay", res.Suspects[0].ID)
+	if code != 1 || !strings.Contains(out, "integrity: TAMPERED") {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	code, out, _ = mcpdup(t, "analyze", "--no-verify")
+	if code != 0 || !strings.Contains(out, "integrity: not checked") {
+		t.Fatalf("analyze --no-verify: exit %d\n%s", code, out)
 	}
 }

@@ -21,6 +21,7 @@ type ReplayCmd struct {
 	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Also run the suspect's calls through the gateway's matching under this gateway configuration's contracts."`
 	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
 	Output  string        `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+	verifyFirst
 }
 
 func (c *ReplayCmd) Help() string {
@@ -75,13 +76,22 @@ func (c *ReplayCmd) Run(g *Globals) error {
 			return err
 		}
 	}
+	in, err := c.integrity(ctx, s)
+	if err != nil {
+		return err
+	}
 	if c.Output == "json" {
 		if whatIf == nil {
 			whatIf = []analyze.WhatIfCall{}
 		}
-		return writeJSON(g.stdout, map[string]any{"timeline": tl, "what_if": whatIf})
+		err = writeJSON(g.stdout, map[string]any{"timeline": tl, "what_if": whatIf, "integrity": in})
+	} else {
+		err = report.TimelineTable(g.stdout, tl, whatIf, in)
 	}
-	return report.TimelineTable(g.stdout, tl, whatIf)
+	if err != nil {
+		return err
+	}
+	return warnTampered(g, "replay", in)
 }
 
 // ReportCmd writes a post-incident report for one suspect.
@@ -91,6 +101,7 @@ type ReportCmd struct {
 	File    string        `short:"f" placeholder:"FILE" help:"Write to FILE instead of standard output."`
 	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
 	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
+	verifyFirst
 }
 
 func (c *ReportCmd) Help() string {
@@ -130,16 +141,23 @@ func (c *ReportCmd) Run(g *Globals) error {
 		defer f.Close()
 		out = f
 	}
+	in, err := c.integrity(ctx, s)
+	if err != nil {
+		return err
+	}
 	tl := report.SuspectTimeline(sus)
 	if c.Output == "html" {
-		err = report.HTML(out, sus, tl, whatIf)
+		err = report.HTML(out, sus, tl, whatIf, in)
 	} else {
-		err = report.Markdown(out, sus, tl, whatIf)
+		err = report.Markdown(out, sus, tl, whatIf, in)
 	}
-	if err == nil && c.File != "" {
+	if err != nil {
+		return err
+	}
+	if c.File != "" {
 		fmt.Fprintf(g.stderr, "wrote %s\n", c.File)
 	}
-	return err
+	return warnTampered(g, "report", in)
 }
 
 // whatIfUnder runs a suspect's calls through the gateway's decision under

@@ -1,0 +1,105 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Integrity is what a verification proved about the data something was
+// computed from, in the words the console, every report and the README
+// share: verified (log and tables, through record N), tampered, or not
+// checked; and what it could not prove (key not pinned, unsealed tail).
+type Integrity struct {
+	State string `json:"state"` // verified | tampered | not_checked
+	// Through is how many records the proof covers: the log's records
+	// checked, and the tables rebuilt from them.
+	Through   int64 `json:"verified_through"`
+	KeyPinned bool  `json:"key_pinned"`
+	// Unsealed records are chained but no verified checkpoint signs them.
+	Unsealed int64  `json:"unsealed"`
+	Tables   bool   `json:"tables_checked"`
+	Problems int    `json:"problems"`
+	Text     string `json:"text"`
+}
+
+// Integrity states.
+const (
+	IntegrityVerified   = "verified"
+	IntegrityTampered   = "tampered"
+	IntegrityNotChecked = "not_checked"
+)
+
+// The phrases, one place for all of them (README "Integrity" uses them).
+const (
+	PhraseKeyNotPinned = "key not pinned"
+	PhraseUnsealedTail = "unsealed tail"
+	PhraseNoTables     = "tables not checked"
+)
+
+// Integrity summarises the report.
+func (r *Report) Integrity() Integrity {
+	in := Integrity{Through: r.Records, KeyPinned: r.KeyPinned, Unsealed: r.Unsealed, Problems: len(r.Problems) + r.ProblemsOmitted}
+	for _, c := range r.Checks {
+		if c.Name == CheckTables && c.Status != StatusSkipped {
+			in.Tables = true
+		}
+	}
+	if r.Tampered {
+		in.State = IntegrityTampered
+		in.Text = fmt.Sprintf("TAMPERED: %d problem(s) in the log or its tables; run mcpdup audit verify to see them", in.Problems)
+		return in
+	}
+	in.State = IntegrityVerified
+	var caveats []string
+	if !r.KeyPinned {
+		caveats = append(caveats, PhraseKeyNotPinned)
+	}
+	if r.Unsealed > 0 {
+		caveats = append(caveats, fmt.Sprintf("%s: %d records", PhraseUnsealedTail, r.Unsealed))
+	}
+	if !in.Tables {
+		caveats = append(caveats, PhraseNoTables)
+	}
+	what := "log and tables"
+	if !in.Tables {
+		what = "log"
+	}
+	in.Text = fmt.Sprintf("verified: %s through record %d", what, max(r.Records-1, 0))
+	if r.Records == 0 {
+		in.Text = "verified: empty log"
+	}
+	if len(caveats) > 0 {
+		in.Text += " (" + strings.Join(caveats, ", ") + ")"
+	}
+	return in
+}
+
+// NotChecked is the integrity of data nobody verified, and why.
+func NotChecked(why string) Integrity {
+	return Integrity{State: IntegrityNotChecked, Text: "not checked: " + why}
+}
+
+// Short is the status bar's form: a mark and the fewest words.
+func (in Integrity) Short() string {
+	switch in.State {
+	case IntegrityTampered:
+		return fmt.Sprintf("audit ✗ TAMPERED (%d problems)", in.Problems)
+	case IntegrityNotChecked:
+		return "audit – not checked"
+	}
+	s := "audit ✓ verified"
+	var caveats []string
+	if !in.KeyPinned {
+		caveats = append(caveats, PhraseKeyNotPinned)
+	}
+	if in.Unsealed > 0 {
+		caveats = append(caveats, fmt.Sprintf("%s %d", PhraseUnsealedTail, in.Unsealed))
+	}
+	if !in.Tables {
+		caveats = append(caveats, PhraseNoTables)
+	}
+	if len(caveats) > 0 {
+		s += " · " + strings.Join(caveats, " · ")
+	}
+	return s
+}
