@@ -64,6 +64,7 @@ func (w *Tx) SetVault(locked bool, operator, reason string) error {
 	if _, err := w.append(KindVault, ev); err != nil {
 		return err
 	}
+	w.resolved = true
 	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, vaultValue(ev))
 }
 
@@ -104,6 +105,7 @@ func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note strin
 	if err != nil {
 		return a, err
 	}
+	w.resolved = true
 	if a.Kind == ApprovalSession && state == ApprovalApproved && a.RunID != "" {
 		if err := w.AddGrant(Grant{RunID: a.RunID, Scope: "session", GrantedBy: "operator:" + operator}); err != nil {
 			return a, err

@@ -422,14 +422,18 @@ func (s *Store) Sources(ctx context.Context) ([]Source, error) {
 	return out, rows.Err()
 }
 
-// Result returns stored result content by reference.
+// Result returns stored result content by reference, refused when the
+// content is not what the reference names.
 func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
 	var b []byte
 	err := s.queryRow(ctx, `SELECT content FROM results WHERE ref = ?`, ref).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("result %s: not found", ref)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	return b, checkResult(ref, b)
 }
 
 // Vault reports whether the vault is locked, and the last lock or unlock

@@ -228,6 +228,11 @@ ALTER TABLE runs ADD COLUMN source_record TEXT;
 	`
 ALTER TABLE transitions ADD COLUMN shows TEXT;
 `,
+	// 5: the gateway finds the newest vault record on every call, to
+	// check the vault row against it (prove.go).
+	`
+CREATE INDEX audit_log_vault ON audit_log(seq) WHERE kind = 'vault';
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

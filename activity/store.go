@@ -98,6 +98,8 @@ type Store struct {
 	stmts     sync.Map // query → *sql.Stmt on the writer connection
 	knownRuns sync.Map // RunID → true: runs committed, so requireRun skips a query
 	rstmts    sync.Map // query → *sql.Stmt on the reader pool
+	proven    sync.Map // seq → provenLeaf: records proven into the signed log
+	rootCache sync.Map // checkpoint note → signedTree whose signature verified
 	edgeMu    sync.Mutex
 	edge      Edge  // tree edge after this process's last commit
 	edgeSize  int64 // log size edge describes; -1: none

@@ -20,16 +20,20 @@ var ErrReadOnly = errors.New("store is read-only")
 // to the log and updates the tables, so the log and the tables cannot
 // disagree; reads through it see the transaction's own writes.
 type Tx struct {
-	s        *Store
-	tx       *sql.Tx
-	ctx      context.Context
-	now      time.Time
-	head     tlog.Hash
-	next     int64 // seq of the next record
-	edge     Edge  // right edge of the tree, read through to the stored tree hashes
-	loaded   bool
-	records  []Record
-	resolved bool // a resolution was written: seal after commit
+	s       *Store
+	tx      *sql.Tx
+	ctx     context.Context
+	now     time.Time
+	head    tlog.Hash
+	next    int64 // seq of the next record
+	edge    Edge  // right edge of the tree, read through to the stored tree hashes
+	loaded  bool
+	records []Record
+	// resolved: an operator's decision was written (a resolution, the
+	// vault, an approval's answer): seal right after the commit, so the
+	// gateway's check of it (prove.go) never rests on an unsigned last
+	// record, which nothing after it yet commits to.
+	resolved bool
 	// execs caches executions read or changed in this transaction; dirty
 	// ones have their projection row written by flush.
 	execs map[ExecutionID]*execEntry

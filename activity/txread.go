@@ -6,21 +6,7 @@ package activity
 import (
 	"database/sql"
 	"errors"
-	"strings"
 )
-
-// VaultLocked reports whether the vault is locked, and the lock's note.
-func (w *Tx) VaultLocked() (bool, string, error) {
-	var v string
-	err := w.queryRow(`SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", nil
-	}
-	if err != nil {
-		return false, "", err
-	}
-	return strings.HasPrefix(v, "locked"), v, nil
-}
 
 // FindRun returns the newest run of actor identified by the given kind of
 // evidence with this value, or nil: an agent that sends the same run id
@@ -55,16 +41,6 @@ func (w *Tx) PendingApproval(run RunID, kind ApprovalKind) (*Approval, error) {
 		return nil, nil
 	}
 	return &a, err
-}
-
-// HasGrant reports whether a run holds a grant of this scope.
-func (w *Tx) HasGrant(run RunID, scope string) (bool, error) {
-	var one int
-	err := w.queryRow(`SELECT 1 FROM grants WHERE run_id = ? AND scope = ? LIMIT 1`, string(run), scope).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // LatestMatch returns the newest live (not imported) execution with this

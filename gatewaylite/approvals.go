@@ -64,7 +64,7 @@ func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, i
 // the meantime).
 func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Time) (activity.Approval, error) {
 	for {
-		a, err := g.store.Approval(ctx, id)
+		a, err := g.store.ProvenApproval(ctx, id)
 		if err != nil {
 			return a, err
 		}
@@ -79,9 +79,9 @@ func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Tim
 			})
 			if err != nil {
 				// Decided by an operator at the last moment: read it.
-				return g.store.Approval(ctx, id)
+				return g.store.ProvenApproval(ctx, id)
 			}
-			return g.store.Approval(ctx, id)
+			return g.store.ProvenApproval(ctx, id)
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):

@@ -170,6 +170,9 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 // "dispatched" is made durable here, before any byte leaves.
 func (g *Gateway) authorize(w *activity.Tx, e activity.Execution, spec *toolSpec, run runInfo, call activity.CallID) (activity.Execution, []string, error) {
 	locked, reason, err := w.VaultLocked()
+	if errors.Is(err, activity.ErrUnproven) {
+		return g.refuseUnproven(w, e, call, "the vault's state", err)
+	}
 	if err != nil {
 		return e, nil, err
 	}
@@ -181,6 +184,9 @@ func (g *Gateway) authorize(w *activity.Tx, e activity.Execution, spec *toolSpec
 	var waiting []string
 	if g.cfg.SessionGrant == "ask" {
 		granted, err := w.HasGrant(run.id, "session")
+		if errors.Is(err, activity.ErrUnproven) {
+			return g.refuseUnproven(w, e, call, "the run's session grant", err)
+		}
 		if err != nil {
 			return e, nil, err
 		}
@@ -213,6 +219,16 @@ func (g *Gateway) authorize(w *activity.Tx, e activity.Execution, spec *toolSpec
 		return e, waiting, nil
 	}
 	e, err = g.authorizeAndDispatch(w, e, call, "")
+	return e, nil, err
+}
+
+// refuseUnproven refuses, and records why, a call whose authorization
+// would rest on a row the signed log does not prove: someone edited the
+// database behind the store's back.
+func (g *Gateway) refuseUnproven(w *activity.Tx, e activity.Execution, call activity.CallID, what string, why error) (activity.Execution, []string, error) {
+	g.log.Error("refused: state not proven by the signed log", "execution", e.ID, "what", what, "error", why)
+	e, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, CallID: call,
+		Reason: fmt.Sprintf("refused: %s in the database is not what the signed log says (%v); an operator must run mcpdup audit verify", what, why)})
 	return e, nil, err
 }
 

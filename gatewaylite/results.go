@@ -90,7 +90,7 @@ func (g *Gateway) storedResult(e activity.Execution) *mcp.CallToolResult {
 	b, ok := g.results.get(e.ResultRef)
 	var err error
 	if !ok {
-		b, err = g.store.Result(context.Background(), e.ResultRef)
+		b, err = g.store.ProvenResult(context.Background(), e)
 	}
 	if err != nil {
 		return textResult(false, "Execution %s ended %s, but its stored result could not be read (%v). It was not repeated.", e.ID, e.State, err)
