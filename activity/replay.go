@@ -126,6 +126,9 @@ func (p *replay) apply(seq int64, ev any) error {
 		if v.Source.IsZero() { // an imported event leaves this vault alone
 			p.vault = v
 		}
+		b := p.sink.begin(vaultIndexTable)
+		b.int(seq)
+		p.sink.end(vaultIndexTable)
 	case *Approval:
 		p.approval(seq, *v)
 	default:

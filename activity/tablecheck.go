@@ -220,9 +220,6 @@ func (sn *Snapshot) Close() error { return sn.tx.Rollback() }
 // scan calls fn with every row of t (columns in row order). vals is reused.
 func (sn *Snapshot) scan(ctx context.Context, t *table, fn func(vals []any) error) error {
 	q := t.selectSQL()
-	if t == metaTable {
-		q += ` WHERE key NOT IN ('origin', 'created_at', 'public_key')`
-	}
 	rows, err := sn.tx.QueryContext(ctx, q)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.name, err)
