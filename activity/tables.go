@@ -384,4 +384,3 @@ func vaultValue(ev VaultEvent) string {
 	}
 	return state + " by " + ev.Operator + ": " + ev.Reason
 }
-
