@@ -63,8 +63,8 @@ var mayImport = map[string][]string{
 	"importers":   {"activity", "internal"},
 	"demo":        {"activity", "gatewaylite"},
 	"analyze":     {"activity"},
-	"report":      {"activity", "analyze"},
-	"tui":         {"activity", "analyze", "report"},
+	"report":      {"activity", "analyze", "internal"},
+	"tui":         {"activity", "analyze", "report", "internal"},
 	"fixtures":    {"activity"}, // its generator
 	"cmd":         {"activity", "internal", "marker", "gatewaylite", "importers", "demo", "analyze", "report", "tui"},
 }

@@ -4,12 +4,16 @@ package activity
 // transitions, results, and events imported from other logs.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcpdup/mcpdup/activity/canon"
 )
 
 // AddSource records where the following records come from (an import
@@ -43,6 +47,10 @@ func (w *Tx) StartRun(run Run) (Run, error) {
 	run.StartedAt = run.StartedAt.UTC()
 	if run.Actor == "" || run.IdentifiedBy == "" {
 		return run, fmt.Errorf("run %s: actor and identified_by are required", run.ID)
+	}
+	var err error
+	if run.Detail, err = canonicalRaw(run.Detail); err != nil {
+		return run, fmt.Errorf("run %s: detail: %w", run.ID, err)
 	}
 	rec, err := w.append(KindRun, run)
 	if err != nil {
@@ -129,6 +137,10 @@ func (w *Tx) RecordCall(c Call) (Call, error) {
 	if err := w.requireRun(c.RunID); err != nil {
 		return c, fmt.Errorf("call %s: %w", c.ID, err)
 	}
+	var err error
+	if c.Arguments, err = canonicalRaw(c.Arguments); err != nil {
+		return c, fmt.Errorf("call %s: arguments: %w", c.ID, err)
+	}
 	if c.Disposition == DispositionAttached {
 		if _, err := w.Execution(c.ExecutionID); err != nil {
 			return c, fmt.Errorf("call %s attaches to %w", c.ID, err)
@@ -164,6 +176,10 @@ func (w *Tx) Accept(e Execution) (Execution, error) {
 	}
 	if len(e.Arguments) == 0 {
 		e.Arguments = []byte("{}")
+	}
+	var err error
+	if e.Arguments, err = canonicalRaw(e.Arguments); err != nil {
+		return e, fmt.Errorf("execution %s: arguments: %w", e.ID, err)
 	}
 	if !e.Times.Accepted.OK && e.Source.IsZero() {
 		e.Times.Accepted = Some(w.now) // live records always know when
@@ -292,4 +308,22 @@ func (w *Tx) putApproval(a Approval, seq int64) error {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
 	}
 	return w.exec(approvalUpdate, approvalsTable.updateArgs(row)...)
+}
+
+// canonicalRaw is embedded JSON in the canonical form the record will hold,
+// so the table row says byte for byte what the log says (the table check
+// compares them). Already canonical input, the usual case, is returned as
+// is.
+func canonicalRaw(b json.RawMessage) (json.RawMessage, error) {
+	if len(b) == 0 {
+		return b, nil
+	}
+	c, err := canon.Transform(b)
+	if err != nil {
+		return b, err
+	}
+	if bytes.Equal(c, b) {
+		return b, nil
+	}
+	return c, nil
 }

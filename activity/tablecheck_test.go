@@ -2,6 +2,7 @@ package activity_test
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +41,18 @@ func everyTable(t *testing.T) (path string, opts activity.Options) {
 		}
 		if _, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, ExecutionID: ids["payment"], Actor: "agent:ops",
 			CredentialRef: "stripe-live"}); err != nil {
+			return err
+		}
+		// Arguments as a client sends them, not in canonical form: the
+		// row must hold what the record holds.
+		raw := json.RawMessage(` { "z" : 1e2 , "y":"\u00e9\n", "a": [1.50] } `)
+		c, err := w.RecordCall(activity.Call{Actor: "agent:ops", Method: "tools/call", Tool: "raw_args", Arguments: raw,
+			Disposition: activity.DispositionNewExecution})
+		if err != nil {
+			return err
+		}
+		if _, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:ops", Tool: "raw_args", Channel: activity.ChannelHTTP,
+			Target: "https://api.example", Method: "POST", Arguments: raw}, CreatedByCall: c.ID}); err != nil {
 			return err
 		}
 		return w.EndRun(run.ID, w.Now())

@@ -34,6 +34,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui/browse"
 	"github.com/mcpdup/mcpdup/tui/cells"
@@ -438,7 +439,10 @@ func (m *Model) View() string {
 		b.WriteString("\n" + h.View(m.helpKeys()) + "\n")
 	}
 	b.WriteString("\n" + m.statusBar())
-	return safeLines(b.String(), m.width)
+	// The frame is styled by us; anything else that would act on the
+	// terminal (a tool name with an OSC sequence, a BiDi override in an
+	// argument) is shown escaped.
+	return safeLines(termsafe.Styled(b.String()), m.width)
 }
 
 // safeLines keeps every line one cell short of the terminal's width: a

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -608,5 +609,37 @@ func TestImportKey(t *testing.T) {
 	run(m, press(m, "enter"))
 	if !strings.Contains(m.View(), "was imported before") {
 		t.Fatalf("re-import:\n%s", m.View())
+	}
+}
+
+// TestHostileTextEscapedInTheConsole: a tool name carrying an OSC title
+// write and a BiDi override is drawn escaped; only the console's own
+// styling reaches the terminal.
+func TestHostileTextEscapedInTheConsole(t *testing.T) {
+	m, s, _ := newTestModel(t, 160, 40)
+	tool := "deploy\x1b]0;pwned\x07\u202egnp"
+	_, err := s.Write(context.Background(), func(w *activity.Tx) error {
+		for range 2 {
+			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:x", Tool: tool, Channel: activity.ChannelHTTP,
+				Target: "https://api.example/v1", Method: "POST", Arguments: json.RawMessage(`{"k":"\u202ev"}`)}})
+			if err != nil {
+				return err
+			}
+			if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, Reason: "x\x1b[2J"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(m, press(m, "r"))
+	for _, key := range []string{"3", "1"} { // the executions view, then suspects
+		run(m, press(m, key))
+		v := m.View()
+		if strings.Contains(v, "\x1b]") || strings.ContainsRune(v, '\u202e') || strings.Contains(v, "\x1b[2J") || strings.ContainsRune(v, '\a') {
+			t.Fatalf("view %s drew a raw control sequence:\n%q", key, v)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/willabides/kongplete"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -137,7 +138,14 @@ func main() {
 // 1 failure (or, for audit verify, tampering found), 2 usage or I/O error.
 func run(args []string, stdout, stderr io.Writer) int {
 	var cli CLI
-	cli.stdout, cli.stderr = stdout, stderr
+	// Everything a command prints as text is neutralised on the way out:
+	// tool names, arguments, notes and imported fields are hostile until
+	// checked (JSON output bypasses it and stays exact).
+	out, errOut := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
+	defer out.Flush()
+	defer errOut.Flush()
+	cli.stdout, cli.stderr = out, errOut
+	stdout, stderr = out, errOut
 	exitCode := -1
 	parser, err := kong.New(&cli,
 		kong.Name("mcpdup"),

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
@@ -409,5 +410,71 @@ func TestTamperedTablesEveryCommand(t *testing.T) {
 	code, out, _ = mcpdup(t, "analyze", "--no-verify")
 	if code != 0 || !strings.Contains(out, "integrity: not checked") {
 		t.Fatalf("analyze --no-verify: exit %d\n%s", code, out)
+	}
+}
+
+// TestHostileTextNeverReachesTheTerminal: a tool name and arguments
+// carrying an OSC title write, a screen clear and a BiDi override are
+// shown escaped in every text output, and exact in JSON.
+func TestHostileTextNeverReachesTheTerminal(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "hostile.db"), filepath.Join(dir, "keys")
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := "deploy\x1b]0;pwned\x07\x1b[2J\u202egnp"
+	args := json.RawMessage(`{"note":"\u001b[31mred\u202e"}`)
+	_, err = s.Write(context.Background(), func(w *activity.Tx) error {
+		src, err := w.AddSource(activity.Source{Format: "test", File: "hostile.log"})
+		if err != nil {
+			return err
+		}
+		for i := range 2 {
+			at := time.Date(2026, 11, 30, 9, 0, i, 0, time.UTC)
+			id := activity.NewExecutionID(at)
+			c, err := w.RecordCall(activity.Call{Actor: "agent:x", Method: "tools/call", Tool: tool, ReceivedAt: at, Arguments: args,
+				Disposition: activity.DispositionNewExecution, ExecutionID: id, Source: activity.Provenance{Source: src.ID, Line: int64(i + 1)}})
+			if err != nil {
+				return err
+			}
+			e, err := w.Accept(activity.Execution{ID: id, Action: activity.Action{Actor: "agent:x", Tool: tool, Channel: activity.ChannelHTTP,
+				Target: "https://api.example/v1", Method: "POST", Arguments: args}, Contract: activity.ContractBlockedAfterUnknown,
+				CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(at)},
+				Source: activity.Provenance{Source: src.ID, Line: int64(i + 1)}})
+			if err != nil {
+				return err
+			}
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded} {
+				if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: to}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	t.Setenv("MCPDUP_DB", db)
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+	for _, args := range [][]string{{"analyze", "-q"}, {"analyze", "-o", "markdown"}, {"history"}} {
+		_, out, errs := mcpdup(t, args...)
+		if strings.ContainsAny(out+errs, "\x1b\x07\u202e") {
+			t.Errorf("%v printed a raw control character:\n%q", args, out+errs)
+		}
+		if args[0] == "analyze" && !strings.Contains(out, `\x1b]0;pwned\x07`) {
+			t.Errorf("%v does not show the escaped name:\n%s", args, out)
+		}
+	}
+	_, out, _ := mcpdup(t, "analyze", "-o", "json")
+	var res struct {
+		Suspects []struct {
+			Tool string `json:"tool"`
+		} `json:"suspects"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Suspects) == 0 || res.Suspects[0].Tool != tool {
+		t.Fatalf("JSON must keep the name exact: %v %+v", err, res)
 	}
 }

@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // writeJSON writes v as indented JSON with a trailing newline. Field names
 // are snake_case and stable: scripts read them.
 func writeJSON(w io.Writer, v any) error {
+	if sw, ok := w.(*termsafe.Writer); ok {
+		w = sw.Raw // JSON stays exact: its encoder escapes what JSON must
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
@@ -21,6 +25,9 @@ func writeJSON(w io.Writer, v any) error {
 
 // isTerminal reports whether w is an interactive terminal.
 func isTerminal(w io.Writer) bool {
+	if sw, ok := w.(*termsafe.Writer); ok {
+		w = sw.Raw
+	}
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
@@ -38,6 +45,9 @@ type progress struct {
 func newProgress(w io.Writer, verb string) *progress {
 	if !isTerminal(w) {
 		return nil
+	}
+	if sw, ok := w.(*termsafe.Writer); ok {
+		w = sw.Raw // the progress line is ours: its \r redraws it
 	}
 	return &progress{w: w, verb: verb, start: time.Now()}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 	"github.com/mcpdup/mcpdup/report"
 )
 
@@ -141,6 +142,11 @@ func (c *ReportCmd) Run(g *Globals) error {
 		defer f.Close()
 		out = f
 	}
+	// A report file is read in a terminal or a browser: hostile text in it
+	// (an OSC sequence, a BiDi override) is escaped there too.
+	safe := termsafe.NewWriter(out)
+	defer safe.Flush()
+	out = safe
 	in, err := c.integrity(ctx, s)
 	if err != nil {
 		return err
