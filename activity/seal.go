@@ -281,7 +281,13 @@ type StoredCheckpoint struct {
 // Checkpoints returns every stored checkpoint in ascending size. They are
 // unverified: audit verify checks them against a pinned key.
 func (s *Store) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint ORDER BY size`)
+	return readCheckpoints(ctx, s.r)
+}
+
+func readCheckpoints(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) ([]StoredCheckpoint, error) {
+	rows, err := q.QueryContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint ORDER BY size`)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoints: %w", err)
 	}

@@ -241,6 +241,32 @@ func (sn *Snapshot) scan(ctx context.Context, t *table, fn func(vals []any) erro
 	return rows.Err()
 }
 
+// ScanLog streams the snapshot's records in order; the bytes passed to fn
+// are valid only during the call.
+func (sn *Snapshot) ScanLog(ctx context.Context, fn func(seq int64, canonical []byte) error) error {
+	rows, err := sn.tx.QueryContext(ctx, `SELECT seq, canonical FROM audit_log ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var canonical sql.RawBytes
+		if err := rows.Scan(&seq, &canonical); err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		if err := fn(seq, canonical); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Checkpoints are the snapshot's stored checkpoints, unverified, by size.
+func (sn *Snapshot) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
+	return readCheckpoints(ctx, sn.tx)
+}
+
 // scanLog reads the snapshot's log in order.
 func (sn *Snapshot) scanLog(ctx context.Context, fn func(seq int64, canonical []byte)) error {
 	rows, err := sn.tx.QueryContext(ctx, `SELECT seq, canonical FROM audit_log ORDER BY seq`)

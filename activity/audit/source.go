@@ -190,11 +190,15 @@ type ExportSummary struct {
 // checkpoint.
 func Export(ctx context.Context, s *activity.Store, w io.Writer) (ExportSummary, error) {
 	sum := ExportSummary{Origin: s.Origin()}
-	size, err := s.LogSize(ctx)
+	// One read transaction: a gateway writing meanwhile cannot make the
+	// header, the records and the checkpoints disagree.
+	snap, err := s.Snapshot(ctx)
 	if err != nil {
 		return sum, err
 	}
-	cps, err := s.Checkpoints(ctx)
+	defer snap.Close()
+	size := snap.Size
+	cps, err := snap.Checkpoints(ctx)
 	if err != nil {
 		return sum, err
 	}
@@ -213,7 +217,7 @@ func Export(ctx context.Context, s *activity.Store, w io.Writer) (ExportSummary,
 		}
 	}
 	writeCheckpoints(0)
-	err = s.ScanLog(ctx, 0, func(seq int64, canonical, _ []byte) error {
+	err = snap.ScanLog(ctx, func(seq int64, canonical []byte) error {
 		if bytes.IndexByte(canonical, '\n') >= 0 {
 			return fmt.Errorf("record %d contains a newline; it cannot be exported as a line", seq)
 		}
