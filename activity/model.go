@@ -210,6 +210,9 @@ const (
 	// FactArguments: the source does not record the call's arguments, so
 	// nothing shows two calls asked for the same thing.
 	FactArguments Fact = "arguments"
+	// FactSignature: no signed checkpoint the importing host verified
+	// covers the record (an export imported with --allow-unsealed).
+	FactSignature Fact = "signature"
 )
 
 // Execution is one attempt to act in the world.

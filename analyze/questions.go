@@ -228,6 +228,22 @@ func (w *walk) run() {
 	s.Verdict = w.verdict()
 	s.Title, s.Fix, s.Severity = s.Verdict.Title(), s.Verdict.Fix(), severity(s.Verdict, s.Contract)
 	s.Summary = w.summary()
+	if n := unsigned(s.Executions); n > 0 {
+		why := fmt.Sprintf("%d of these executions come from records no verified checkpoint signs (an export imported with --allow-unsealed): anyone could have written them", n)
+		s.Missing = append(s.Missing, why)
+		s.Summary += " Caution: " + why + "."
+	}
+}
+
+// unsigned counts executions imported from records nothing signs.
+func unsigned(execs []ExecutionSummary) int {
+	n := 0
+	for _, e := range execs {
+		if slices.Contains(e.NotRecorded, activity.FactSignature) {
+			n++
+		}
+	}
+	return n
 }
 
 // evidence cites transition t of execution e: its record, and the

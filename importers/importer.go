@@ -38,6 +38,12 @@ type Options struct {
 	// for its origin, and whether the operator pinned it. Nil: the chain
 	// and tree are checked, signatures are not.
 	ExportKey func(origin string) (key string, pinned bool, err error)
+	// TrustedCheckpoint is a signed checkpoint of the exporting log kept
+	// elsewhere: an export that rolls back or forks it is refused.
+	TrustedCheckpoint []byte
+	// AllowUnsealed imports an export's records that no verified
+	// checkpoint signs (refused otherwise); they are marked unsigned.
+	AllowUnsealed bool
 }
 
 // FileReport says what importing one file did.

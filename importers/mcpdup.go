@@ -21,6 +21,10 @@ func init() {
 // and states, with each row's provenance pointing at its line.
 type ownExport struct {
 	verdict string
+	// signed is how many of the export's records a verified checkpoint
+	// covers; with AllowUnsealed the records after it are marked
+	// unsigned. -1: not known yet (the import runs beside verification).
+	signed int64
 }
 
 func (d *ownExport) note() string {
@@ -34,6 +38,15 @@ func (d *ownExport) note() string {
 // the import.) A failed verification stops the import at once, and
 // whatever else went wrong, it is the error reported: it is the cause.
 func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
+	d.signed = -1
+	if k.opts.AllowUnsealed {
+		// Which records to mark is known only once verification ends:
+		// verify first, then import.
+		if err := d.verify(ctx, k); err != nil {
+			return err
+		}
+		return d.importRecords(ctx, in, k)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	verified := make(chan error, 1)
@@ -101,7 +114,7 @@ func (d *ownExport) verify(ctx context.Context, k *sink) error {
 	if err != nil {
 		return err
 	}
-	var opts audit.Options
+	opts := audit.Options{Trusted: k.opts.TrustedCheckpoint}
 	if k.opts.ExportKey != nil {
 		if opts.Key, opts.KeyPinned, err = k.opts.ExportKey(hdr.Origin); err != nil {
 			return fmt.Errorf("import %s: %w", k.file, err)
@@ -128,9 +141,17 @@ func (d *ownExport) verify(ctx context.Context, k *sink) error {
 	default:
 		d.verdict += "; signatures checked against the pinned key"
 	}
-	if rep.Key != "" && rep.Unsealed > 0 {
-		d.verdict += fmt.Sprintf("; %d records after the last checkpoint are unsigned", rep.Unsealed)
+	if unsigned := rep.Records - rep.SealedSize; unsigned > 0 {
+		why := fmt.Sprintf("%d of its %d records (from record %d on) are signed by no checkpoint this host could verify", unsigned, rep.Records, rep.SealedSize)
+		if rep.Key == "" {
+			why = fmt.Sprintf("no key for origin %s: none of its %d records' signatures could be checked", rep.Origin, rep.Records)
+		}
+		if !k.opts.AllowUnsealed {
+			return fmt.Errorf("import %s: %s, so anyone could have written them; not imported (pass --key, or --allow-unsealed to import them marked unsigned)", k.file, why)
+		}
+		d.verdict += "; " + why + ": imported marked unsigned (--allow-unsealed)"
 	}
+	d.signed = rep.SealedSize
 	return nil
 }
 
@@ -175,6 +196,9 @@ func (d *ownExport) apply(k *sink, p parsed) error {
 		_, err = k.call(*v)
 	case *activity.Execution:
 		v.Source = at
+		if d.signed >= 0 && rec.Seq >= d.signed {
+			v.NotRecorded = append(v.NotRecorded, activity.FactSignature)
+		}
 		_, err = k.accept(*v)
 	case *activity.Transition:
 		if v.To == activity.StateVerified || v.To == activity.StateRejectedByOperator {

@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 var ctx = context.Background()
@@ -36,6 +38,15 @@ func newStoreWith(t testing.TB, opts activity.Options) *activity.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// pinned is Options.ExportKey pinning s's public key, as --key does.
+func pinned(t testing.TB, s *activity.Store) func(string) (string, bool, error) {
+	pub, err := s.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(string) (string, bool, error) { return pub, true, nil }
 }
 
 // export writes s's log to a file.
@@ -68,7 +79,7 @@ func TestOwnExportRoundTrip(t *testing.T) {
 	path := export(t, orig, "incident.jsonl")
 
 	dst := newStore(t)
-	rep, err := Import(ctx, dst, path, Options{})
+	rep, err := Import(ctx, dst, path, Options{ExportKey: pinned(t, orig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +107,7 @@ func TestOwnExportRoundTrip(t *testing.T) {
 	// Imported into the database it came from, the ids collide: refused
 	// whole, nothing written.
 	before, _ := orig.LogSize(ctx)
-	if _, err := Import(ctx, orig, path, Options{}); err == nil || !strings.Contains(err.Error(), "line") {
+	if _, err := Import(ctx, orig, path, Options{ExportKey: pinned(t, orig)}); err == nil || !strings.Contains(err.Error(), "line") {
 		t.Fatalf("importing an export into its own database: %v", err)
 	}
 	if after, _ := orig.LogSize(ctx); after != before {
@@ -186,7 +197,7 @@ func TestOwnExportGzipAndTamper(t *testing.T) {
 	gzPath := filepath.Join(t.TempDir(), "incident.jsonl.gz")
 	os.WriteFile(gzPath, gz.Bytes(), 0o600)
 	dst := newStore(t)
-	rep, err := Import(ctx, dst, gzPath, Options{})
+	rep, err := Import(ctx, dst, gzPath, Options{ExportKey: pinned(t, orig)})
 	if err != nil || rep.Executions != 8 {
 		t.Fatalf("gzip import: %+v %v", rep, err)
 	}
@@ -231,9 +242,64 @@ func TestOwnExportFixture(t *testing.T) {
 		b, _ := os.ReadFile(export(t, orig, "incident.jsonl"))
 		os.WriteFile(path, b, 0o644)
 	}
-	rep, err := Import(ctx, newStore(t), path, Options{})
-	if err != nil || rep.Executions != 8 || !strings.Contains(rep.Note, "signatures not checked") {
+	// Its key is not kept: without one nothing in it is signed, so it is
+	// imported only as unsigned.
+	if _, err := Import(ctx, newStore(t), path, Options{}); err == nil || !strings.Contains(err.Error(), "--allow-unsealed") {
+		t.Fatalf("an export whose signatures cannot be checked was imported: %v", err)
+	}
+	dst := newStore(t)
+	rep, err := Import(ctx, dst, path, Options{AllowUnsealed: true})
+	if err != nil || rep.Executions != 8 || !strings.Contains(rep.Note, "marked unsigned") {
 		t.Fatalf("%+v %v", rep, err)
+	}
+	execs, _ := dst.Executions(ctx, activity.ExecutionFilter{})
+	for _, e := range execs {
+		if !slices.Contains(e.NotRecorded, activity.FactSignature) {
+			t.Errorf("%s imported unsigned but not marked so: %v", e.ID, e.NotRecorded)
+		}
+	}
+	res, err := analyze.Analyse(ctx, dst, analyze.Options{})
+	if err != nil || len(res.Suspects) == 0 {
+		t.Fatalf("analysis: %v", err)
+	}
+	for _, sus := range res.Suspects {
+		if !strings.Contains(sus.Summary, "no verified checkpoint signs") {
+			t.Errorf("suspect %s does not say its records are unsigned: %s", sus.ID, sus.Summary)
+		}
+	}
+}
+
+// TestOwnExportUnsealedTail: records after an export's last checkpoint
+// are refused, or with AllowUnsealed imported and only they marked.
+func TestOwnExportUnsealedTail(t *testing.T) {
+	orig := newStore(t)
+	if _, err := activitytest.Incident(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orig.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, orig, 12, 6); err != nil { // after the seal: unsigned
+		t.Fatal(err)
+	}
+	path := export(t, orig, "tail.jsonl")
+	if _, err := Import(ctx, newStore(t), path, Options{ExportKey: pinned(t, orig)}); err == nil || !strings.Contains(err.Error(), "signed by no checkpoint") {
+		t.Fatalf("an unsealed tail was imported: %v", err)
+	}
+	dst := newStore(t)
+	rep, err := Import(ctx, dst, path, Options{ExportKey: pinned(t, orig), AllowUnsealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs, _ := dst.Executions(ctx, activity.ExecutionFilter{})
+	unsigned := 0
+	for _, e := range execs {
+		if slices.Contains(e.NotRecorded, activity.FactSignature) {
+			unsigned++
+		}
+	}
+	if unsigned != 2 || rep.Executions != 10 {
+		t.Fatalf("%d of %d executions marked unsigned, want the tail's 2", unsigned, rep.Executions)
 	}
 }
 

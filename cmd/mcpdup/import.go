@@ -13,13 +13,15 @@ import (
 
 // ImportCmd reads activity logs into the database.
 type ImportCmd struct {
-	Files   []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
-	Format  string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
-	Mapping string   `placeholder:"FILE" type:"existingfile" help:"Read every FILE as JSON Lines through this mapping file (JSON Pointers per field; see README)."`
-	SkipBad bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
-	DryRun  bool     `help:"Read and check everything, report what would be imported, write nothing."`
-	Key     string   `placeholder:"PUB" help:"Pinned public key that checks an mcpdup export's signatures (key text or .pub file). Without it this host's key for the export's origin is used, reported as not pinned."`
-	Output  string   `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+	Files             []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
+	Format            string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
+	Mapping           string   `placeholder:"FILE" type:"existingfile" help:"Read every FILE as JSON Lines through this mapping file (JSON Pointers per field; see README)."`
+	SkipBad           bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
+	DryRun            bool     `help:"Read and check everything, report what would be imported, write nothing."`
+	Key               string   `placeholder:"PUB" help:"Pinned public key that checks an mcpdup export's signatures (key text or .pub file). Without it this host's key for the export's origin is used, reported as not pinned."`
+	TrustedCheckpoint string   `placeholder:"FILE" type:"existingfile" help:"A signed checkpoint of the exporting log kept elsewhere: an mcpdup export that rolls it back or forks it is refused."`
+	AllowUnsealed     bool     `help:"Import an mcpdup export's records that no verified checkpoint signs (refused otherwise); they are marked unsigned and the analysis says so."`
+	Output            string   `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 }
 
 func (c *ImportCmd) Help() string {
@@ -32,7 +34,10 @@ authorization, which process called…) is marked "not recorded", so the
 analysis answers "unknown" rather than guessing.
 
 An mcpdup export's chain, tree and signatures are verified as it is
-read; an altered export is refused and nothing of it is kept.
+read; an altered export is refused and nothing of it is kept. Only records
+a checkpoint signs are imported: an unsealed tail, or an export whose key
+this host does not have (pass --key), is refused unless --allow-unsealed,
+which imports those records marked unsigned.
 
 Examples:
   mcpdup import --db ./incident.db incident.jsonl
@@ -48,7 +53,14 @@ func (c *ImportCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	opts := importers.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g)}
+	opts := importers.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g), AllowUnsealed: c.AllowUnsealed}
+	if c.TrustedCheckpoint != "" {
+		b, err := os.ReadFile(c.TrustedCheckpoint)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		opts.TrustedCheckpoint = b
+	}
 	if c.Mapping != "" {
 		m, err := importers.LoadMapping(c.Mapping)
 		if err != nil {
