@@ -372,10 +372,11 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 	return out, rows.Err()
 }
 
-// SourceBySHA256 finds the import of a file with this sha256, or returns
-// ErrNotFound.
-func (s *Store) SourceBySHA256(ctx context.Context, sum string) (Source, error) {
-	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources WHERE sha256 = ? ORDER BY seq LIMIT 1`, sum)
+// SourceBySHA256 finds the import of a file with this sha256, or of the
+// same content (Source.Content) however packaged, or returns ErrNotFound.
+func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source, error) {
+	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note FROM sources
+		WHERE sha256 = ? OR (content_sha256 = ? AND ? != '') ORDER BY seq LIMIT 1`, sum, content, content)
 	if err != nil {
 		return Source{}, fmt.Errorf("sources: %w", err)
 	}

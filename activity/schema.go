@@ -233,6 +233,11 @@ ALTER TABLE transitions ADD COLUMN shows TEXT;
 	`
 CREATE INDEX audit_log_vault ON audit_log(seq) WHERE kind = 'vault';
 `,
+	// 6: a source's content identity (Source.Content).
+	`
+ALTER TABLE sources ADD COLUMN content_sha256 TEXT;
+CREATE INDEX sources_content ON sources(content_sha256);
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -25,7 +25,7 @@ type table struct {
 
 var (
 	sourcesTable = &table{name: "sources", key: 0, seqCol: 8,
-		cols: []string{"id", "format", "file", "sha256", "imported_at", "records", "skipped", "note", "seq"}}
+		cols: []string{"id", "format", "file", "sha256", "imported_at", "records", "skipped", "note", "seq", "content_sha256"}}
 	runsTable = &table{name: "runs", key: 0, seqCol: 9, mutable: []string{"ended_at"},
 		cols: []string{"id", "actor", "identified_by", "evidence", "started_at", "ended_at", "detail", "source_id", "source_line", "seq", "source_record"}}
 	grantsTable = &table{name: "grants", key: 0, seqCol: 0,
@@ -149,6 +149,7 @@ func sourceRow(b rowBuilder, src Source, seq int64) {
 	b.int(src.Skipped)
 	b.strOrNull(src.Note)
 	b.int(seq)
+	b.strOrNull(src.Content)
 }
 
 func runRow(b rowBuilder, run Run, seq int64) {

@@ -151,12 +151,12 @@ func (e *LineError) Unwrap() error { return e.Err }
 func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
 	start := time.Now()
 	rep := FileReport{File: path}
-	sum, size, err := fileSum(path)
+	sum, content, size, err := fileSum(path)
 	if err != nil {
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.SHA256 = sum
-	if prior, err := s.SourceBySHA256(ctx, sum); err == nil {
+	if prior, err := s.SourceBySHA256(ctx, sum, content); err == nil {
 		rep.AlreadyImported, rep.Source, rep.Format = true, prior.ID, prior.Format
 		rep.Note = fmt.Sprintf("already imported on %s as %s; nothing added", prior.ImportedAt.UTC().Format(time.RFC3339), prior.ID)
 		return rep, nil
@@ -213,7 +213,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 			rep.Note += " " + k.extra
 		}
 		rep.Read = k.seen
-		src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum,
+		src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
 			Records: rep.Read - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package importers
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"os"
@@ -65,7 +67,7 @@ func TestBadInput(t *testing.T) {
 			if rep.Skipped != 1 || len(rep.Errors) != 1 || !strings.HasPrefix(rep.Errors[0], path+":") || rep.Executions == 0 {
 				t.Fatalf("skip: %+v", rep)
 			}
-			src, _ := s.SourceBySHA256(ctx, rep.SHA256)
+			src, _ := s.SourceBySHA256(ctx, rep.SHA256, "")
 			if src.Skipped != 1 {
 				t.Fatalf("the source row must count the skipped record: %+v", src)
 			}
@@ -217,4 +219,62 @@ func TestNoiseIsCountedNotRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSameLogRepackagedIsNotImportedTwice: a log gzipped, saved with CRLF
+// line ends or with a final newline added is the same content: its second
+// import adds nothing, so the verdicts cannot change.
+func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "otlp", "traces.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(src)
+	zw.Close()
+	variants := map[string][]byte{
+		"gzipped.jsonl.gz":  gz.Bytes(),
+		"crlf.jsonl":        bytes.ReplaceAll(src, []byte("\n"), []byte("\r\n")),
+		"final-blank.jsonl": append(append([]byte(nil), src...), "\n\n"...),
+		"no-final-nl.jsonl": bytes.TrimRight(src, "\n"),
+	}
+	s := newStore(t)
+	first := filepath.Join(dir, "original.jsonl")
+	os.WriteFile(first, src, 0o600)
+	rep, err := Import(ctx, s, first, Options{})
+	if err != nil || rep.AlreadyImported || rep.Executions == 0 {
+		t.Fatalf("first import: %+v %v", rep, err)
+	}
+	before, _ := s.LogSize(ctx)
+	for name, b := range variants {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, b, 0o600)
+		again, err := Import(ctx, s, p, Options{})
+		if err != nil || !again.AlreadyImported || again.Source != rep.Source {
+			t.Errorf("%s: %+v %v", name, again, err)
+		}
+	}
+	if after, _ := s.LogSize(ctx); after != before {
+		t.Fatalf("re-imports appended %d records", after-before)
+	}
+	// One changed byte is another log: it is not taken for this one.
+	p := filepath.Join(dir, "changed.jsonl")
+	os.WriteFile(p, bytes.Replace(src, []byte(`"span`), []byte(`"Span`), 1), 0o600)
+	if stored, _, _, err := fileSum(p); err != nil || stored == rep.SHA256 {
+		t.Fatalf("a changed file has the original's identity: %v", err)
+	}
+	if _, c1, _, _ := fileSum(p); c1 == contentOf(t, first) {
+		t.Fatal("a changed log has the original's content identity")
+	}
+}
+
+func contentOf(t *testing.T, path string) string {
+	t.Helper()
+	_, c, _, err := fileSum(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"sync"
@@ -19,20 +20,50 @@ import (
 // file is refused rather than read into memory.
 const maxLine = 256 << 20
 
-// fileSum returns the sha256 of the file as stored (compressed or not):
-// the same file imported twice is recognised before anything is parsed.
-func fileSum(path string) (string, int64, error) {
+// fileSum returns the sha256 of the file as stored (compressed or not)
+// and of its content (Source.Content), in one read: the same log imported
+// twice, gzipped or not, is recognised before anything is parsed.
+func fileSum(path string) (stored, content string, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("read %s: %w", path, err)
+	raw := sha256.New()
+	counted := &countingReader{r: io.TeeReader(f, raw)}
+	br := bufio.NewReaderSize(counted, 1<<20)
+	var body io.Reader = br
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return "", "", 0, fmt.Errorf("%s: gzip: %w", path, err)
+		}
+		defer gz.Close()
+		body = gz
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	norm := &contentHash{h: sha256.New()}
+	if _, err := io.Copy(norm, body); err != nil {
+		return "", "", 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil { // what gzip left: still part of the stored bytes
+		return "", "", 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(raw.Sum(nil)), hex.EncodeToString(norm.h.Sum(nil)), counted.n.Load(), nil
+}
+
+// contentHash hashes text as its lines say it: "\r\n" as "\n", and
+// blank space at the very end (a final newline or two) not at all.
+type contentHash struct {
+	h    hash.Hash
+	held []byte // trailing blank space, written once something follows
+}
+
+func (c *contentHash) Write(p []byte) (int, error) {
+	buf := bytes.ReplaceAll(append(c.held, p...), []byte("\r\n"), []byte("\n"))
+	end := len(bytes.TrimRight(buf, " \t\r\n"))
+	c.h.Write(buf[:end])
+	c.held = append([]byte(nil), buf[end:]...)
+	return len(p), nil
 }
 
 // lines reads a file line by line, through gzip when the file starts with
