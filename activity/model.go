@@ -376,15 +376,15 @@ type Approval struct {
 
 // Source is where records came from: the live gateway, or an imported file.
 type Source struct {
-	ID         SourceID  `json:"id"`
-	Format     string    `json:"format"` // "gateway", "mcpdup-export", "sallyport", ...
-	File       string    `json:"file,omitempty"`
-	SHA256     string    `json:"sha256,omitempty"`
+	ID     SourceID `json:"id"`
+	Format string   `json:"format"` // "gateway", "mcpdup-export", "sallyport", ...
+	File   string   `json:"file,omitempty"`
+	SHA256 string   `json:"sha256,omitempty"`
 	// Content is the sha256 of what the file says, whatever its
 	// packaging: decompressed, CRLF read as LF, trailing blank space
 	// dropped. The same log gzipped, or saved again with a final newline,
 	// is the same content and is not imported twice.
-	Content string `json:"content_sha256,omitempty"`
+	Content    string    `json:"content_sha256,omitempty"`
 	ImportedAt time.Time `json:"imported_at"`
 	Records    int64     `json:"records"`
 	Skipped    int64     `json:"skipped"`

@@ -3,8 +3,11 @@ package activity
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +27,7 @@ const (
 	SealShutdown   SealReason = "shutdown"   // clean shutdown
 	SealManual     SealReason = "manual"     // mcpdup audit checkpoint
 	SealImport     SealReason = "import"     // after an imported file, a unit of its own
+	SealRecovery   SealReason = "recovery"   // at open: records an earlier writer left unsealed (a crash)
 )
 
 // Checkpoint is a signed statement of the log's size and Merkle root, in
@@ -91,7 +95,49 @@ func (s *Store) Seal(ctx context.Context, reason SealReason) (Checkpoint, error)
 		return cp, err
 	}
 	s.tail.set(cp.Size, cp.Size, time.Time{})
+	if cp.Note != nil {
+		if err := appendWitness(s.WitnessPath(), cp); err != nil {
+			return cp, fmt.Errorf("seal %s: checkpoint %d signed but not witnessed: %w", s.origin, cp.Size, err)
+		}
+	}
 	return cp, nil
+}
+
+// WitnessFile is where a log's checkpoints are witnessed by default: the
+// key directory, beside the key, outside the database. A history
+// rewritten in the database and its checkpoints deleted there still
+// disagrees with it.
+func WitnessFile(keyDir, origin string) string {
+	_, pub := KeyFiles(keyDir, origin)
+	return strings.TrimSuffix(pub, ".pub") + ".witness"
+}
+
+// WitnessLine is one line of a witness file.
+type WitnessLine struct {
+	Size       int64  `json:"size"`
+	Checkpoint string `json:"checkpoint"`
+}
+
+// appendWitness adds a signed checkpoint to the witness file, on disk
+// before it returns (0600, created in a 0700 directory).
+func appendWitness(path string, cp Checkpoint) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(WitnessLine{cp.Size, string(cp.Note)})
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkpoint, error) {

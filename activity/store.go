@@ -50,6 +50,9 @@ type Options struct {
 	// of two, 512 to 65536); 0 means DefaultPageSize. An existing database
 	// keeps the size it was created with.
 	PageSize int
+	// Witness is the file every checkpoint this store signs is appended
+	// to, outside the database; empty means WitnessFile(KeyDir, origin).
+	Witness string
 }
 
 // DefaultPageSize suits a gateway's database: each of its commits writes
@@ -111,6 +114,7 @@ type Store struct {
 	writes    chan *writeReq // to the committer
 	committer sync.WaitGroup
 	stopped   sync.WaitGroup
+	recovered int64 // records Open sealed for an earlier writer
 }
 
 // ErrNotExist is returned when a read-only open finds no database.
@@ -157,10 +161,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		go s.checkpointLoop()
 	}
 	if !opts.ReadOnly && s.signer != nil {
+		// Records an earlier writer left unsealed (it crashed between a
+		// commit and its seal) are sealed now, and the checkpoint says so.
+		if n, _, err := s.unsealed(ctx); err == nil && n > 0 {
+			if _, err := s.Seal(ctx, SealRecovery); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("open %s: seal %d records left unsealed: %w", path, n, err)
+			}
+			s.recovered = n
+		}
 		s.stopped.Add(1)
 		go s.sealLoop()
 	}
 	return s, nil
+}
+
+// Recovered is how many records an earlier writer had left unsealed that
+// Open sealed (reason "recovery"): a crash, to be said.
+func (s *Store) Recovered() int64 { return s.recovered }
+
+// WitnessPath is the file the store appends its checkpoints to.
+func (s *Store) WitnessPath() string {
+	if s.opts.Witness != "" {
+		return s.opts.Witness
+	}
+	return WitnessFile(s.opts.KeyDir, s.origin)
 }
 
 func ensureFile(path string, readOnly bool) (created bool, err error) {

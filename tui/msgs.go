@@ -133,6 +133,9 @@ func verifyLog(s *activity.Store) tea.Cmd {
 		if pub, err := s.PublicKey(); err == nil {
 			opts.Key = pub
 		}
+		if err := audit.UseWitness(s.WitnessPath(), &opts); err != nil {
+			return auditMsg{err: err}
+		}
 		rep, err := audit.VerifyStore(context.Background(), s, opts)
 		return auditMsg{report: rep, err: err}
 	}

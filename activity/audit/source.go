@@ -83,7 +83,93 @@ func VerifyStore(ctx context.Context, s *activity.Store, opts Options) (*Report,
 		v.addCheckpoint(stored[next].Note, fmt.Sprintf("checkpoint at size %d", stored[next].Size))
 	}
 	v.close()
+	if err := v.checkSealingPolicy(ctx, s); err != nil {
+		return nil, err
+	}
 	return v.report(s.Path(), opts.Key), nil
+}
+
+// The store's own sealing policy, with room for a slow writer: a tail
+// longer, or spanning more time up to the newest record, was not left by
+// a writer following it (a crash stops the records too), so checkpoints
+// were removed. activity.SealPolicy's defaults are 1,000 records and 60 s.
+const (
+	policyRecords = 2 * 1000
+	policySpan    = 2 * time.Minute
+)
+
+// checkSealingPolicy fails an unsealed tail the policy cannot explain.
+// Only with a key: without one nothing is verified, so everything is
+// "unsealed".
+func (v *verifier) checkSealingPolicy(ctx context.Context, s *activity.Store) error {
+	tail := v.pos - v.sealed
+	if tail <= 0 || v.verifiers == nil || v.sealed == 0 && len(v.checkpoints) == 0 {
+		return nil
+	}
+	first, err := recordTime(ctx, s, v.sealed)
+	if err != nil {
+		return err
+	}
+	last, err := recordTime(ctx, s, v.pos-1)
+	if err != nil {
+		return err
+	}
+	if span := last.Sub(first); tail > policyRecords || span > policySpan {
+		v.problem(CheckSealed, "unsealed_beyond_policy", v.sealed, "records %d..%d (%d records over %s) are signed by no checkpoint, more than the sealing policy ever leaves", v.sealed, v.pos-1, tail, span.Round(time.Second))
+	}
+	return nil
+}
+
+// recordTime is when record seq says it was written (its own bytes, not
+// the t column, which is a cache).
+func recordTime(ctx context.Context, s *activity.Store, seq int64) (time.Time, error) {
+	var t time.Time
+	err := s.ScanLog(ctx, seq, func(n int64, canonical, _ []byte) error {
+		rec, err := activity.ParseRecord(canonical)
+		if err != nil {
+			return err
+		}
+		t = rec.Time
+		return errStopScan
+	})
+	if err == errStopScan {
+		err = nil
+	}
+	return t, err
+}
+
+var errStopScan = errors.New("stop")
+
+// ReadWitness returns the newest checkpoint in a witness file (the store
+// appends every checkpoint it signs to it), or nil when there is none.
+func ReadWitness(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var newest activity.WitnessLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var w activity.WitnessLine
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if w.Size >= newest.Size {
+			newest = w
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if newest.Checkpoint == "" {
+		return nil, nil
+	}
+	return []byte(newest.Checkpoint), nil
 }
 
 var timeNow = time.Now
@@ -362,4 +448,19 @@ func ReadExportHeader(path string) (ExportHeader, error) {
 		return hdr, fmt.Errorf("%s line 1: not an mcpdup export header (want {\"format\":%q,...})", path, ExportFormat)
 	}
 	return hdr, nil
+}
+
+// UseWitness makes the newest checkpoint of a witness file the trusted
+// one, unless the operator gave one: a rewrite of the database that also
+// deleted its checkpoints then shows as a fork or rollback.
+func UseWitness(path string, opts *Options) error {
+	if opts.Trusted != nil || path == "" {
+		return nil
+	}
+	cp, err := ReadWitness(path)
+	if err != nil || cp == nil {
+		return err
+	}
+	opts.Trusted, opts.TrustedFrom = cp, "witnessed in "+path
+	return nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// LogOnly skips the table check: the log is proven, the tables the
 	// console reads are not (the report says "not checked").
 	LogOnly bool
+	// TrustedFrom says where Trusted came from, for the report ("the
+	// witness file …"); empty: given by the operator.
+	TrustedFrom string
 }
 
 // Check names, in the order they are reported.
@@ -448,11 +451,19 @@ func (v *verifier) checks(rep *Report) []Check {
 	if v.trusted == nil {
 		add(CheckTrusted, StatusSkipped, "no trusted checkpoint: pass --trusted-checkpoint to detect rollback or a rewritten history")
 	} else {
-		add(CheckTrusted, StatusOK, "the log extends the trusted checkpoint at size %d", v.trusted.size)
+		from := ""
+		if v.opts.TrustedFrom != "" {
+			from = " (" + v.opts.TrustedFrom + ")"
+		}
+		add(CheckTrusted, StatusOK, "the log extends the trusted checkpoint at size %d%s", v.trusted.size, from)
 	}
-	if rep.Unsealed > 0 {
+	switch {
+	case v.counts[CheckSealed] > 0:
+		out = append(out, Check{CheckSealed, checkTitles[CheckSealed], StatusFailed, fmt.Sprintf(
+			"records %d..%d are unsealed for longer than the store's sealing policy allows: the checkpoints that covered them were removed, or their writer never sealed (after a crash the next start seals them, reason \"recovery\")", v.sealed, last)})
+	case rep.Unsealed > 0:
 		add(CheckSealed, StatusWarning, "%d records after the newest verified checkpoint are not sealed (records %d..%d); they are chained but unsigned", rep.Unsealed, v.sealed, last)
-	} else {
+	default:
 		add(CheckSealed, StatusOK, "every record is covered by a verified checkpoint")
 	}
 	if v.verifiers == nil && rep.Unsealed > 0 && len(v.checkpoints) > 0 {

@@ -542,3 +542,59 @@ func (smp sample) rewrite(t *testing.T, at int64, signer note.Signer) {
 	}
 	smp.tamper(t, stmts...)
 }
+
+// TestWitnessCatchesDeletedCheckpoints: a history rewritten in the
+// database (record re-hashed, the tables made to agree) whose covering
+// checkpoints were deleted passes on what the database alone holds, but
+// the witness file the store appended every checkpoint to disagrees.
+func TestWitnessCatchesDeletedCheckpoints(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.rewrite(t, 10, nil)
+	smp.forgeCallActor(t)
+	smp.tamper(t, `DELETE FROM audit_checkpoint WHERE size > 10`)
+	rep := smp.verify(t, audit.Options{})
+	if rep.Tampered {
+		t.Fatalf("without the witness this rewrite should pass the database's own checks (it is the witness's job): %+v", rep.Problems)
+	}
+	opts := audit.Options{}
+	if err := audit.UseWitness(activity.WitnessFile(smp.keyDir, smp.origin), &opts); err != nil || opts.Trusted == nil {
+		t.Fatalf("no witness read: %v", err)
+	}
+	rep = smp.verify(t, opts)
+	if !hasProblem(rep, "fork", -1) && !hasProblem(rep, "rollback", -1) {
+		t.Fatalf("the witness did not catch the rewrite: %+v", rep.Problems)
+	}
+	if c := check(rep, audit.CheckTrusted); c.Status != audit.StatusFailed {
+		t.Fatalf("rollback check: %+v", c)
+	}
+}
+
+// TestUnsealedBeyondPolicyFails: more unsealed records than the sealing
+// policy ever leaves is a failure, not a warning; a short tail (a crash)
+// is a warning, and the next writable open seals it, saying so.
+func TestUnsealedBeyondPolicyFails(t *testing.T) {
+	long := newSample(t, 2500)
+	rep := long.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSealed, "unsealed_beyond_policy", -1)
+
+	short := newSample(t, 30)
+	rep = short.verify(t, audit.Options{})
+	if rep.Tampered || check(rep, audit.CheckSealed).Status != audit.StatusWarning {
+		t.Fatalf("a crash's short tail: %+v %+v", check(rep, audit.CheckSealed), rep.Problems)
+	}
+	s, err := activity.Open(ctx, short.path, activity.Options{KeyDir: short.keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Recovered() != 30 {
+		t.Errorf("open sealed %d records left unsealed, want 30", s.Recovered())
+	}
+	cp, err := s.LatestCheckpoint(ctx)
+	s.Close()
+	if err != nil || cp == nil || cp.Reason != activity.SealRecovery {
+		t.Fatalf("newest checkpoint %+v, want one with reason recovery", cp)
+	}
+	if rep := short.verify(t, audit.Options{}); rep.Tampered || rep.Unsealed != 0 {
+		t.Fatalf("after the recovery seal: %+v", rep)
+	}
+}

@@ -25,6 +25,8 @@ type VerifyCmd struct {
 	TrustedCheckpoint string `placeholder:"FILE" help:"A signed checkpoint kept outside the log; detects rollback and rewritten history." type:"existingfile"`
 	Output            string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 	LogOnly           bool   `help:"Prove the log only, not the tables rebuilt from it (about half the time; the report says the tables were not checked)."`
+	Witness           string `placeholder:"FILE" help:"Witness file whose newest checkpoint is trusted (default: the one the store appends to, in the key directory); --no-witness skips it."`
+	NoWitness         bool   `help:"Do not read the witness file."`
 }
 
 func (c *VerifyCmd) Help() string {
@@ -96,6 +98,15 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 	defer s.Close()
 	if err := c.resolveKey(g, s.Origin(), &opts); err != nil {
 		return nil, err
+	}
+	if !c.NoWitness {
+		witness := c.Witness
+		if witness == "" {
+			witness = s.WitnessPath()
+		}
+		if err := audit.UseWitness(witness, &opts); err != nil {
+			return nil, err
+		}
 	}
 	return audit.VerifyStore(ctx, s, opts)
 }
@@ -205,6 +216,9 @@ func (v verifyFirst) integrity(ctx context.Context, s *activity.Store) (audit.In
 	opts := audit.Options{}
 	if pub, err := s.PublicKey(); err == nil {
 		opts.Key = pub
+	}
+	if err := audit.UseWitness(s.WitnessPath(), &opts); err != nil {
+		return audit.Integrity{}, err
 	}
 	rep, err := audit.VerifyStore(ctx, s, opts)
 	if err != nil {

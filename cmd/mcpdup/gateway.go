@@ -73,6 +73,9 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", gw.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if n := store.Recovered(); n > 0 {
+		fmt.Fprintf(g.stderr, "mcpdup gateway: sealed %d records an earlier writer left unsealed (it stopped without sealing: a crash?); checkpoint reason \"recovery\"\n", n)
+	}
 	fmt.Fprintf(g.stderr, "mcpdup gateway listening on http://%s/mcp (database %s)\n", ln.Addr(), store.Path())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
