@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/mcpdup/mcpdup/activity/canon"
+	"github.com/mcpdup/mcpdup/internal/jsondepth"
 )
 
 // Kind names what a log record holds.
@@ -321,7 +322,7 @@ func (r Record) Event() (any, error) {
 	// these bytes mean. Anything else, and every rare kind, is decoded by
 	// encoding/json, whose error the user reads. FuzzEventDecoders holds
 	// the paths to the same result.
-	if r.Kind == KindCall || r.Kind == KindExecution {
+	if (r.Kind == KindCall || r.Kind == KindExecution) && jsondepth.Check(r.Data, jsondepth.Max) == nil {
 		v, _ := newEvent(r.Kind)
 		if rest, err := fastjson.Parse(r.Data, v, fastjson.DisallowUnknownFields); err == nil && len(rest) == 0 {
 			if again, ok := v.(canonicalAppender).appendCanonical(nil); ok && bytes.Equal(again, r.Data) {

@@ -278,3 +278,32 @@ func contentOf(t *testing.T, path string) string {
 	}
 	return c
 }
+
+// TestHostileNestingIsAnError: a few megabytes of nesting in any format
+// is a clear error naming the file and line, not a stack overflow (it
+// killed the process through segmentio's decoder, which has no depth
+// limit of its own).
+func TestHostileNestingIsAnError(t *testing.T) {
+	deep := strings.Repeat("[", 3_000_000) + strings.Repeat("]", 3_000_000)
+	dir := t.TempDir()
+	cases := map[string]string{
+		"otlp":      `{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"arrayValue":{"values":` + deep + `}}}]},"scopeSpans":[]}]}`,
+		"mcpdup":    `{"format":"mcpdup-export/v1","origin":"x","records":1,"checkpoints":0,"exported_at":"2026-01-01T00:00:00.000000000Z"}` + "\n" + `{"v":1,"seq":0,"prev":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","t":"2026-01-01T00:00:00.000000000Z","kind":"call","data":{"actor":` + deep + `}}`,
+		"har":       `{"log":{"version":"1.2","entries":` + deep + `}}`,
+		"sallyport": `{"seq":1,"ts":"2026-01-01T00:00:00Z","channel":"http","tool":"x","args_preview":` + deep + `}`,
+		"envoy":     `{"start_time":"2026-01-01T00:00:00Z","x":` + deep + `}`,
+		"mcp-log":   `write: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + deep + `}`,
+	}
+	for format, body := range cases {
+		path := filepath.Join(dir, format+".log")
+		os.WriteFile(path, []byte(body+"\n"), 0o600)
+		_, err := Import(ctx, newStore(t), path, Options{Format: format})
+		if err == nil {
+			t.Errorf("%s: a hostile document was imported", format)
+			continue
+		}
+		if err != nil && !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: the error does not name the file: %v", format, err)
+		}
+	}
+}

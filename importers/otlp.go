@@ -16,6 +16,7 @@ import (
 	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/jsondepth"
 )
 
 func init() {
@@ -343,6 +344,9 @@ func readSpan(raw *otlpSpan, res map[string]string, n int64) (*span, string, err
 // reads is the standard library's. FuzzOTLPLineDecoders holds the two to
 // the same result.
 func decodeOTLPLine(line []byte) (*otlpDoc, error) {
+	if err := jsondepth.Check(line, jsondepth.Max); err != nil {
+		return nil, err // segmentio's decoder would recurse until the stack overflows
+	}
 	doc := new(otlpDoc)
 	if err := fastjson.Unmarshal(line, doc); err == nil {
 		return doc, nil
