@@ -197,33 +197,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	defer in.Close()
 	defer gctune.Raise(importGCPercent)()
 	_, err = s.WriteBulk(ctx, func(w *activity.Tx) error {
-		k := &sink{w: w, file: path, opts: &opts, skip: opts.SkipBad, rep: &rep, src: activity.NewSourceID(w.Now()),
-			progress: opts.Progress, size: size, in: in}
-		if err := dec.decode(ctx, in, k); err != nil {
-			return err
-		}
-		// Rows are written in batches, behind the decoder: a refused one
-		// is reported here, with its line, before the file is recorded.
-		if err := w.Sync(); err != nil {
-			return k.fail(in.Line(), err)
-		}
-		rep.Lines = in.Line()
-		rep.Note = dec.note()
-		if k.extra != "" {
-			rep.Note += " " + k.extra
-		}
-		rep.Read = k.seen
-		src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
-			Records: rep.Read - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
-		if err != nil {
-			return err
-		}
-		rep.Source = src.ID
-		rep.Records = k.records(w)
-		if opts.DryRun {
-			return errDryRun
-		}
-		return nil
+		return decodeInto(ctx, w, dec, in, path, sum, content, size, &opts, &rep)
 	})
 	rep.DurationMS = time.Since(start).Milliseconds()
 	if errors.Is(err, errDryRun) {
@@ -240,4 +214,36 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: imported, but sealing failed: %w", path, err)
 	}
 	return rep, nil
+}
+
+// decodeInto reads a file through its decoder into w and records the
+// source; a dry run ends with errDryRun, so nothing is kept.
+func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, sum, content string, size int64, opts *Options, rep *FileReport) error {
+	k := &sink{w: w, file: path, opts: opts, skip: opts.SkipBad, rep: rep, src: activity.NewSourceID(w.Now()),
+		progress: opts.Progress, size: size, in: in}
+	if err := dec.decode(ctx, in, k); err != nil {
+		return err
+	}
+	// Rows are written in batches, behind the decoder: a refused one
+	// is reported here, with its line, before the file is recorded.
+	if err := w.Sync(); err != nil {
+		return k.fail(in.Line(), err)
+	}
+	rep.Lines = in.Line()
+	rep.Note = dec.note()
+	if k.extra != "" {
+		rep.Note += " " + k.extra
+	}
+	rep.Read = k.seen
+	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
+		Records: rep.Read - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
+	if err != nil {
+		return err
+	}
+	rep.Source = src.ID
+	rep.Records = k.records(w)
+	if opts.DryRun {
+		return errDryRun
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package importers
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -10,8 +11,29 @@ import (
 // sink is where a decoder writes: the transaction's writer, the source's
 // id for provenance, and the file's report. Bad records go through bad,
 // which refuses the file or, with --skip-bad, counts them.
+// recorder is what a decoder writes through: the store's write
+// transaction (*activity.Tx). The fuzzers hand decoders an in-memory one,
+// because SQLite under the fuzzer's coverage instrumentation ran a few
+// inputs a second.
+type recorder interface {
+	Now() time.Time
+	AddSource(activity.Source) (activity.Source, error)
+	StartRun(activity.Run) (activity.Run, error)
+	EndRun(activity.RunID, time.Time) error
+	AddGrant(activity.Grant) error
+	RecordCall(activity.Call) (activity.Call, error)
+	Accept(activity.Execution) (activity.Execution, error)
+	Execution(activity.ExecutionID) (activity.Execution, error)
+	Transition(activity.Transition) (activity.Execution, error)
+	Resolve(activity.Resolution) (activity.Execution, error)
+	ImportVault(activity.VaultEvent) error
+	ImportApproval(activity.Approval) error
+	Sync() error
+	Appended() int64
+}
+
 type sink struct {
-	w        *activity.Tx
+	w        recorder
 	src      activity.SourceID
 	file     string
 	opts     *Options
@@ -88,7 +110,7 @@ func (k *sink) tick() {
 }
 
 // records is how many log records the import appended.
-func (k *sink) records(w *activity.Tx) int64 { return w.Appended() }
+func (k *sink) records(w recorder) int64 { return w.Appended() }
 
 // run starts a run, counting it.
 func (k *sink) run(r activity.Run) (activity.Run, error) {
