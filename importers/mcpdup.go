@@ -151,7 +151,9 @@ func (d *ownExport) verify(ctx context.Context, k *sink) error {
 		}
 		d.verdict += "; " + why + ": imported marked unsigned (--allow-unsealed)"
 	}
-	d.signed = rep.SealedSize
+	if k.opts.AllowUnsealed {
+		d.signed = rep.SealedSize // read by apply, which runs after verify in this mode
+	}
 	return nil
 }
 
