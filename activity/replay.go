@@ -71,7 +71,7 @@ func (p *replay) add(seq int64, canonical []byte) {
 	var ev any
 	if err == nil {
 		rec.Seq = seq
-		ev, err = rec.Event()
+		ev, err = rec.eventOfProvenLog()
 	}
 	if err == nil {
 		err = p.apply(seq, ev)
