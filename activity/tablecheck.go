@@ -267,23 +267,6 @@ func (sn *Snapshot) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error)
 	return readCheckpoints(ctx, sn.tx)
 }
 
-// scanLog reads the snapshot's log in order.
-func (sn *Snapshot) scanLog(ctx context.Context, fn func(seq int64, canonical []byte)) error {
-	rows, err := sn.tx.QueryContext(ctx, `SELECT seq, canonical FROM audit_log ORDER BY seq`)
-	if err != nil {
-		return fmt.Errorf("read log: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		var canonical sql.RawBytes
-		if err := rows.Scan(&seq, &canonical); err != nil {
-			return fmt.Errorf("read log: %w", err)
-		}
-		fn(seq, canonical)
-	}
-	return rows.Err()
-}
 
 // tableScan is what reading the tables found: their digests, the refs of
 // the stored results, and problems found on the way (a result whose
@@ -608,7 +591,11 @@ func (sn *Snapshot) diagnose(ctx context.Context, t *table, seedA, seedB maphash
 // replayInto replays the snapshot's log into sink.
 func (sn *Snapshot) replayInto(ctx context.Context, sink rowSink) error {
 	p := newReplay(sink)
-	if err := sn.scanLog(ctx, p.add); err != nil {
+	err := sn.ScanLog(ctx, func(seq int64, canonical []byte) error {
+		p.add(seq, canonical)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	p.finish()

@@ -263,22 +263,7 @@ func TestTableCheckWhileWriting(t *testing.T) {
 	if _, err := activitytest.Incident(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			if err := activitytest.Fill(ctx, s, 30, 6); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
+	stop := activitytest.Busy(ctx, s)
 	var checked, records int64
 	for range 15 {
 		rep, err := s.CheckTables(ctx)
@@ -291,8 +276,7 @@ func TestTableCheckWhileWriting(t *testing.T) {
 		checked++
 		records = rep.Records
 	}
-	close(stop)
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d checks beside a writer, the last over %d records", checked, records)

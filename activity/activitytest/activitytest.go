@@ -397,3 +397,29 @@ func rusage() syscall.Rusage {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru
 }
+
+// Busy keeps a writer committing small transactions on s until the
+// returned stop is called, which returns the writer's first error: a
+// gateway's load beside whatever a test checks.
+func Busy(ctx context.Context, s *activity.Store) (stop func() error) {
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-quit:
+				done <- nil
+				return
+			default:
+			}
+			if err := Fill(ctx, s, 12, 6); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(quit)
+		return <-done
+	}
+}

@@ -284,22 +284,7 @@ func TestExportsUnderLoad(t *testing.T) {
 	}
 	defer s.Close()
 	pub, _ := s.PublicKey()
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			if err := activitytest.Fill(ctx, s, 12, 6); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
+	stop := activitytest.Busy(ctx, s)
 	ok := 0
 	for i := range 100 {
 		var buf bytes.Buffer
@@ -317,8 +302,7 @@ func TestExportsUnderLoad(t *testing.T) {
 		}
 		ok++
 	}
-	close(stop)
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d of 100 exports taken under load verify", ok)

@@ -50,16 +50,7 @@ func (r *Report) Integrity() Integrity {
 		return in
 	}
 	in.State = IntegrityVerified
-	var caveats []string
-	if !r.KeyPinned {
-		caveats = append(caveats, PhraseKeyNotPinned)
-	}
-	if r.Unsealed > 0 {
-		caveats = append(caveats, fmt.Sprintf("%s: %d records", PhraseUnsealedTail, r.Unsealed))
-	}
-	if !in.Tables {
-		caveats = append(caveats, PhraseNoTables)
-	}
+	caveats := in.caveats(": %d records")
 	what := "log and tables"
 	if !in.Tables {
 		what = "log"
@@ -88,18 +79,24 @@ func (in Integrity) Short() string {
 		return "audit – not checked"
 	}
 	s := "audit ✓ verified"
-	var caveats []string
-	if !in.KeyPinned {
-		caveats = append(caveats, PhraseKeyNotPinned)
-	}
-	if in.Unsealed > 0 {
-		caveats = append(caveats, fmt.Sprintf("%s %d", PhraseUnsealedTail, in.Unsealed))
-	}
-	if !in.Tables {
-		caveats = append(caveats, PhraseNoTables)
-	}
-	if len(caveats) > 0 {
+	if caveats := in.caveats(" %d"); len(caveats) > 0 {
 		s += " · " + strings.Join(caveats, " · ")
 	}
 	return s
+}
+
+// caveats names what a verified state could not prove; tail formats the
+// unsealed count after its phrase.
+func (in Integrity) caveats(tail string) []string {
+	var out []string
+	if !in.KeyPinned {
+		out = append(out, PhraseKeyNotPinned)
+	}
+	if in.Unsealed > 0 {
+		out = append(out, PhraseUnsealedTail+fmt.Sprintf(tail, in.Unsealed))
+	}
+	if !in.Tables {
+		out = append(out, PhraseNoTables)
+	}
+	return out
 }
