@@ -267,7 +267,6 @@ func (sn *Snapshot) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error)
 	return readCheckpoints(ctx, sn.tx)
 }
 
-
 // tableScan is what reading the tables found: their digests, the refs of
 // the stored results, and problems found on the way (a result whose
 // content is not its reference).
