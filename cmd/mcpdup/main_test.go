@@ -196,18 +196,7 @@ func TestShellCompletion(t *testing.T) {
 }
 
 func TestAnalyzeCommand(t *testing.T) {
-	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
-	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := demo.Run(context.Background(), s, keys); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	t.Setenv("MCPDUP_DB", db)
-	t.Setenv("MCPDUP_KEY_DIR", keys)
+	dir, _ := demoDB(t)
 
 	code, out, errs := mcpdup(t, "analyze", "-o", "json")
 	var res struct {
@@ -349,18 +338,7 @@ func TestImportCommand(t *testing.T) {
 // (the log untouched) makes audit verify exit 1 naming the table and the
 // row, and analyze, replay and report say so and fail too.
 func TestTamperedTablesEveryCommand(t *testing.T) {
-	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
-	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := demo.Run(context.Background(), s, keys); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	t.Setenv("MCPDUP_DB", db)
-	t.Setenv("MCPDUP_KEY_DIR", keys)
+	_, db := demoDB(t)
 	code, out, _ := mcpdup(t, "analyze", "-o", "json")
 	var res struct {
 		Suspects []struct {
@@ -477,4 +455,23 @@ func TestHostileTextNeverReachesTheTerminal(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Suspects) == 0 || res.Suspects[0].Tool != tool {
 		t.Fatalf("JSON must keep the name exact: %v %+v", err, res)
 	}
+}
+
+// demoDB fills a database with the demo's incidents and points the
+// commands at it (MCPDUP_DB, MCPDUP_KEY_DIR).
+func demoDB(t *testing.T) (dir, db string) {
+	t.Helper()
+	dir = t.TempDir()
+	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Run(context.Background(), s, keys); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	t.Setenv("MCPDUP_DB", db)
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+	return dir, db
 }
