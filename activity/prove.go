@@ -152,6 +152,13 @@ func (s *Store) signedRoot(ctx context.Context) (int64, tlog.Hash, error) {
 	if err != nil {
 		return 0, tlog.Hash{}, err
 	}
+	dbSize := int64(0)
+	if cp != nil {
+		dbSize = cp.Size
+	}
+	if err := s.checkWitnessed(dbSize); err != nil {
+		return 0, tlog.Hash{}, err
+	}
 	if cp == nil {
 		return 0, tlog.Hash{}, nil // nothing sealed yet: the chain from genesis
 	}
@@ -254,6 +261,12 @@ func (w *Tx) lastVaultRecord() (*VaultEvent, int64, error) {
 		if !ok {
 			return nil, 0, fmt.Errorf("record %d: %w: it is not a vault event", r.seq, ErrUnproven)
 		}
+		// The kind column that finds vault records is a cache: a newer one
+		// this process already saw must not vanish from it.
+		if seen := w.s.vaultSeen.Load(); r.seq < seen {
+			return nil, 0, fmt.Errorf("vault record %d: %w: this gateway already saw vault record %d, which no longer reads as one", r.seq, ErrUnproven, seen)
+		}
+		w.s.vaultSeen.Store(r.seq)
 		return proven, r.seq, nil
 	}
 	return nil, 0, nil
@@ -298,14 +311,21 @@ func (w *Tx) HasGrant(run RunID, scope string) (bool, error) {
 // ProvenApproval reads an approval and checks it against the record that
 // last changed it: its request, or its decision.
 func (s *Store) ProvenApproval(ctx context.Context, id string) (Approval, error) {
+	// The row and the record it names in one read: a decision committed
+	// between two reads would pair the decided row with its request.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Approval{}, err
+	}
+	defer tx.Rollback()
 	var seq int64
 	var decided sql.NullInt64
-	if err := s.queryRow(ctx, `SELECT seq, decided_seq FROM approvals WHERE id = ?`, id).Scan(&seq, &decided); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT seq, decided_seq FROM approvals WHERE id = ?`, id).Scan(&seq, &decided); err != nil {
 		return Approval{}, fmt.Errorf("approval %s: %w", id, notFound(err))
 	}
-	a, err := s.Approval(ctx, id)
+	a, err := scanApproval(tx.QueryRowContext(ctx, approvalSelect+` WHERE id = ?`, id))
 	if err != nil {
-		return a, err
+		return a, fmt.Errorf("approval %s: %w", id, err)
 	}
 	if decided.Valid {
 		seq = decided.Int64

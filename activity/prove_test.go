@@ -3,6 +3,7 @@ package activity_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -82,5 +83,58 @@ func TestProvenResult(t *testing.T) {
 	edit(t, s.Path(), `UPDATE results SET content = CAST('{"content":[{"type":"text","text":"forged"}]}' AS BLOB)`)
 	if _, err := s.ProvenResult(ctx, e); !errors.Is(err, activity.ErrUnproven) {
 		t.Errorf("edited content: %v", err)
+	}
+}
+
+// TestRemovedCheckpointsRefuseProofsAndSeals: with the database's newer
+// checkpoints deleted, what they covered is not proven by the older one,
+// and the store will not sign over it: the witness file remembers them.
+func TestRemovedCheckpointsRefuseProofsAndSeals(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.LatestCheckpoint(ctx)
+	if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.SetVault(true, "alice", "later, sealed") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, s, 12, 6); err != nil {
+		t.Fatal(err)
+	}
+	size, _ := s.LogSize(ctx)
+	edit(t, s.Path(), `DELETE FROM audit_checkpoint WHERE size > `+strconv.FormatInt(first.Size, 10))
+	if _, err := s.ProveRecord(ctx, size-3); !errors.Is(err, activity.ErrUnproven) || !strings.Contains(err.Error(), "checkpoints were removed") {
+		t.Errorf("a record past the removed checkpoints: %v", err)
+	}
+	if _, err := s.Seal(ctx, activity.SealManual); err == nil || !strings.Contains(err.Error(), "refusing to sign") {
+		t.Errorf("sealing over removed checkpoints: %v", err)
+	}
+}
+
+// TestVaultRecordHiddenFromItsIndex: a lock the gateway has seen cannot be
+// hidden by editing the kind column that finds vault records.
+func TestVaultRecordHiddenFromItsIndex(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	for _, locked := range []bool{false, true} {
+		if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.SetVault(locked, "alice", "x") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locked := func() (bool, error) {
+		var l bool
+		_, err := s.Write(ctx, func(w *activity.Tx) error {
+			var err error
+			l, _, err = w.VaultLocked()
+			return err
+		})
+		return l, err
+	}
+	if l, err := locked(); err != nil || !l {
+		t.Fatalf("locked vault: %v %v", l, err)
+	}
+	edit(t, s.Path(), `UPDATE audit_log SET kind = 'call' WHERE seq = (SELECT MAX(seq) FROM audit_log WHERE kind = 'vault')`,
+		`UPDATE meta SET value = 'unlocked by alice: x' WHERE key = 'vault'`)
+	if l, err := locked(); !errors.Is(err, activity.ErrUnproven) {
+		t.Fatalf("with the lock hidden from the index: locked %v, %v", l, err)
 	}
 }

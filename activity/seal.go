@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -118,6 +119,50 @@ type WitnessLine struct {
 	Checkpoint string `json:"checkpoint"`
 }
 
+// ReadWitness returns the newest checkpoint a witness file holds (the
+// zero line when there is none or no file). Lines a crash cut short are
+// passed over.
+func ReadWitness(path string) (WitnessLine, error) {
+	var newest WitnessLine
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return newest, nil
+	}
+	if err != nil {
+		return newest, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var w WitnessLine
+		if json.Unmarshal(sc.Bytes(), &w) != nil {
+			continue
+		}
+		if w.Size >= newest.Size {
+			newest = w
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return newest, fmt.Errorf("%s: %w", path, err)
+	}
+	return newest, nil
+}
+
+// checkWitnessed refuses a newest checkpoint older than the newest this
+// host witnessed: the database's later checkpoints were removed, and a
+// proof or a seal over what they covered would accept a rewrite.
+func (s *Store) checkWitnessed(dbSize int64) error {
+	w, err := ReadWitness(s.WitnessPath())
+	if err != nil {
+		return err
+	}
+	if w.Size > dbSize {
+		return fmt.Errorf("the database's checkpoints end at %d records but this host witnessed one at %d (%s): checkpoints were removed", dbSize, w.Size, s.WitnessPath())
+	}
+	return nil
+}
+
 // appendWitness adds a signed checkpoint to the witness file, on disk
 // before it returns (0600, created in a 0700 directory).
 func appendWitness(path string, cp Checkpoint) error {
@@ -129,6 +174,17 @@ func appendWitness(path string, cp Checkpoint) error {
 		return err
 	}
 	line, _ := json.Marshal(WitnessLine{cp.Size, string(cp.Note)})
+	// A line a crash cut short is ended first, so this one stands alone.
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if r, err := os.Open(path); err == nil {
+			r.ReadAt(last, fi.Size()-1)
+			r.Close()
+		}
+		if last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		f.Close()
 		return err
@@ -151,6 +207,13 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 	}
 	if last != nil && last.Size >= size {
 		return *last, nil
+	}
+	lastSize := int64(0)
+	if last != nil {
+		lastSize = last.Size
+	}
+	if err := s.checkWitnessed(lastSize); err != nil {
+		return Checkpoint{}, fmt.Errorf("refusing to sign: %w", err)
 	}
 	if size == 0 {
 		return Checkpoint{}, nil // nothing to seal

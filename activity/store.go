@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -114,7 +115,8 @@ type Store struct {
 	writes    chan *writeReq // to the committer
 	committer sync.WaitGroup
 	stopped   sync.WaitGroup
-	recovered int64 // records Open sealed for an earlier writer
+	recovered int64        // records Open sealed for an earlier writer
+	vaultSeen atomic.Int64 // the newest vault record a decision rested on
 }
 
 // ErrNotExist is returned when a read-only open finds no database.

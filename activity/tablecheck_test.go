@@ -224,7 +224,7 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 // edit runs an attacker's statement with the append-only triggers gone.
-func edit(t *testing.T, path, stmt string) {
+func edit(t *testing.T, path string, stmts ...string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -247,12 +247,14 @@ func edit(t *testing.T, path, stmt string) {
 			t.Fatal(err)
 		}
 	}
-	res, err := db.Exec(stmt)
-	if err != nil {
-		t.Fatalf("%s: %v", stmt, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		t.Fatalf("%s changed nothing", stmt)
+	for _, stmt := range stmts {
+		res, err := db.Exec(stmt)
+		if err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			t.Fatalf("%s changed nothing", stmt)
+		}
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 
 // FindRun returns the newest run of actor identified by the given kind of
 // evidence with this value, or nil: an agent that sends the same run id
-// after a gateway restart continues the same run.
+// after a gateway restart continues the same run. A run imported from
+// another log is never found: its grants were that log's, not this one's.
 func (w *Tx) FindRun(actor string, by RunIdentification, evidence string) (*Run, error) {
 	var r Run
 	var started string
-	err := w.queryRow(`SELECT id, started_at FROM runs WHERE actor = ? AND identified_by = ? AND evidence = ? AND ended_at IS NULL
+	err := w.queryRow(`SELECT id, started_at FROM runs WHERE actor = ? AND identified_by = ? AND evidence = ? AND ended_at IS NULL AND source_id IS NULL
 		ORDER BY seq DESC LIMIT 1`, actor, string(by), evidence).Scan(&r.ID, &started)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

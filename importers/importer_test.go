@@ -3,6 +3,7 @@ package importers
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
@@ -305,5 +306,28 @@ func TestHostileNestingIsAnError(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: the error does not name the file: %v", format, err)
 		}
+	}
+}
+
+// TestContentHashHoldsLittle: a long run of blank space (a gzip of
+// spaces is tiny) is not held whole: what waits to be hashed stays under
+// a bound, so the content identity costs linear time and flat memory.
+func TestContentHashHoldsLittle(t *testing.T) {
+	c := &contentHash{h: sha256.New()}
+	chunk := bytes.Repeat([]byte(" "), 1<<20)
+	c.Write([]byte("x"))
+	for range 64 {
+		c.Write(chunk)
+		if len(c.held) > maxHeldBlank+len(chunk) {
+			t.Fatalf("holding %d bytes of blank space", len(c.held))
+		}
+	}
+	// CRLF split across writes is still one line end.
+	a, b := &contentHash{h: sha256.New()}, &contentHash{h: sha256.New()}
+	a.Write([]byte("one\r"))
+	a.Write([]byte("\ntwo\r\n"))
+	b.Write([]byte("one\ntwo"))
+	if !bytes.Equal(a.h.Sum(nil), b.h.Sum(nil)) {
+		t.Fatal("a CRLF cut between writes changed the content identity")
 	}
 }

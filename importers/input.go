@@ -52,18 +52,48 @@ func fileSum(path string) (stored, content string, size int64, err error) {
 }
 
 // contentHash hashes text as its lines say it: "\r\n" as "\n", and
-// blank space at the very end (a final newline or two) not at all.
+// blank space at the very end (a final newline or two) not at all. A
+// blank run is held back only up to maxHeldBlank bytes (past that it is
+// content, and hashed), so memory and time stay linear whatever the file.
 type contentHash struct {
 	h    hash.Hash
 	held []byte // trailing blank space, written once something follows
+	cr   bool   // a '\r' withheld: a '\n' next makes it one line end
 }
 
+const maxHeldBlank = 64 << 10
+
 func (c *contentHash) Write(p []byte) (int, error) {
-	buf := bytes.ReplaceAll(append(c.held, p...), []byte("\r\n"), []byte("\n"))
-	end := len(bytes.TrimRight(buf, " \t\r\n"))
-	c.h.Write(buf[:end])
-	c.held = append([]byte(nil), buf[end:]...)
+	body := len(bytes.TrimRight(p, " \t\r\n"))
+	if body == 0 {
+		c.held = append(c.held, p...)
+		if len(c.held) > maxHeldBlank {
+			c.emit(c.held)
+			c.held = c.held[:0]
+		}
+		return len(p), nil
+	}
+	c.emit(c.held)
+	c.emit(p[:body])
+	c.held = append(c.held[:0], p[body:]...)
 	return len(p), nil
+}
+
+// emit hashes b with its CRLFs read as LF, across calls.
+func (c *contentHash) emit(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if c.cr {
+		c.cr = false
+		if b[0] != '\n' {
+			c.h.Write([]byte{'\r'})
+		}
+	}
+	if b[len(b)-1] == '\r' {
+		c.cr, b = true, b[:len(b)-1]
+	}
+	c.h.Write(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
 }
 
 // lines reads a file line by line, through gzip when the file starts with

@@ -316,3 +316,35 @@ func TestRefusedRowNamesItsLine(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestImportedRunsAuthoriseNothing: a run imported from another log is
+// not the live run an agent continues, so its grants let nothing through.
+func TestImportedRunsAuthoriseNothing(t *testing.T) {
+	orig := newStore(t)
+	if _, err := activitytest.Incident(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := orig.Runs(ctx, 10)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("runs: %v", err)
+	}
+	dst := newStore(t)
+	if _, err := Import(ctx, dst, export(t, orig, "runs.jsonl"), Options{ExportKey: pinned(t, orig)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dst.Write(ctx, func(w *activity.Tx) error {
+		for _, r := range runs {
+			found, err := w.FindRun(r.Actor, r.IdentifiedBy, r.Evidence)
+			if err != nil {
+				return err
+			}
+			if found != nil {
+				t.Errorf("imported run %s (%s) found as a live run to continue", r.ID, r.Evidence)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

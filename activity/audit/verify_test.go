@@ -598,3 +598,21 @@ func TestUnsealedBeyondPolicyFails(t *testing.T) {
 		t.Fatalf("after the recovery seal: %+v", rep)
 	}
 }
+
+// TestEveryCheckpointDeletedFails: a log with no checkpoint left and more
+// records than the sealing policy ever leaves unsigned is a failure, not
+// an unsealed tail (the whole history could then be re-chained).
+func TestEveryCheckpointDeletedFails(t *testing.T) {
+	smp := newSample(t, 0)
+	s, err := activity.Open(ctx, smp.path, activity.Options{KeyDir: smp.keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.Fill(ctx, s, 2100, 300); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	smp.tamper(t, `DELETE FROM audit_checkpoint`)
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSealed, "unsealed_beyond_policy", -1)
+}
