@@ -310,11 +310,13 @@ func DecodeRecord(b []byte) (Record, error) {
 // *RunEnd, *Grant, *Call, *Execution, *Transition or *Resolution.
 func (r Record) Event() (any, error) { return r.event(false) }
 
-// eventOfProvenLog is Event for the bytes of a log the same pass proves
+// eventOfProvenLog is Event for the bytes of a log the same pass checks
 // by chain and signatures (the table check's replay): segmentio's reading
-// is taken without writing it back, since a record it would read
-// leniently is not one the writer wrote, and the proof of the bytes
-// catches it. That check was a third of the replay's decoding.
+// is taken without writing it back. A record it reads leniently is not
+// one the writer wrote (the writer writes canonical bytes only), so it
+// can only be a forged record, which the signatures report where a key
+// pins them; without a key nothing in the log is proven anyway. The
+// write-back check was a third of the replay's decoding.
 func (r Record) eventOfProvenLog() (any, error) { return r.event(true) }
 
 func (r Record) event(proven bool) (any, error) {
