@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -615,4 +616,54 @@ func TestEveryCheckpointDeletedFails(t *testing.T) {
 	smp.tamper(t, `DELETE FROM audit_checkpoint`)
 	rep := smp.verify(t, audit.Options{})
 	wantProblem(t, rep, audit.CheckSealed, "unsealed_beyond_policy", -1)
+}
+
+// TestTornWitnessLine: a witness line a crash cut short is passed over,
+// and the next checkpoint starts a line of its own.
+func TestTornWitnessLine(t *testing.T) {
+	dir := t.TempDir()
+	s, err := activity.Open(ctx, filepath.Join(dir, "w.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(s.WitnessPath(), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"size":99,"checkpoint":"mcpdup.loc`) // the crash
+	f.Close()
+	if err := activitytest.Fill(ctx, s, 6, 6); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Seal(ctx, activity.SealManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := audit.ReadWitness(s.WitnessPath())
+	if err != nil || string(got) != string(cp.Note) {
+		t.Fatalf("newest witnessed checkpoint %q (%v), want the one just sealed", got, err)
+	}
+}
+
+// TestExportLineBounded: an export line past the bound is refused, not
+// read whole into memory.
+func TestExportLineBounded(t *testing.T) {
+	hdr := `{"format":"mcpdup-export/v1","origin":"x","records":1,"checkpoints":0,"exported_at":"2026-01-01T00:00:00.000000000Z"}` + "\n"
+	long := io.MultiReader(strings.NewReader(hdr), io.LimitReader(zeros{}, 300<<20))
+	if _, err := audit.VerifyExport(long, "long.jsonl", audit.Options{}); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("a 300 MiB line: %v", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
 }
