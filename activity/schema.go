@@ -238,11 +238,20 @@ CREATE INDEX audit_log_vault ON audit_log(seq) WHERE kind = 'vault';
 ALTER TABLE sources ADD COLUMN content_sha256 TEXT;
 CREATE INDEX sources_content ON sources(content_sha256);
 `,
+	// 7: read-only executions are exempt from the one-unresolved rule:
+	// a read has no effect to duplicate, so concurrent identical reads
+	// each run and a read left unknown by a crash never blocks the next.
+	`
+DROP INDEX executions_one_unresolved;
+CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, intent_scope)
+	WHERE source_id IS NULL AND fingerprint IS NOT NULL AND contract <> 'read_only'
+	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an
 // execution in one of them always answers a matching retry, whatever its
-// age.
+// age (read-only executions excepted: a read has nothing to duplicate).
 var UnresolvedStates = []State{StateAccepted, StateAuthorized, StateDispatched, StateUnknown, StatePendingVerification}
 
 // SchemaVersion is the schema this build reads and writes.

@@ -80,7 +80,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	meta := req.Params.Meta
 	run, err := g.runs.identify(ctx, info, meta)
 	if err != nil {
-		return nil, fmt.Errorf("identify run: %w", err)
+		return g.notRecorded(call, "identify run", err), nil
 	}
 	call.RunID = run.id
 	scope := run.scope
@@ -91,7 +91,9 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		Method: spec.method, CredentialRef: spec.credentialRef, Arguments: intent.Effect, IntentScope: scope}
 	fingerprint, err := g.fp.Fingerprint(action)
 	if err != nil {
-		return nil, err
+		call.Disposition, call.Reason = activity.DispositionRefused, "arguments cannot be fingerprinted: "+err.Error()
+		g.recordRefused(ctx, call)
+		return errorResult("invalid arguments: %v", err), nil
 	}
 
 	var exec activity.Execution
@@ -140,7 +142,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("record call: %w", err)
+		return g.notRecorded(call, "record call", err), nil
 	}
 	if len(waiting) > 0 {
 		done := g.inflight.begin(exec.ID) // a retry meanwhile waits on this, never asks again
@@ -281,6 +283,8 @@ func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Exe
 		return g.resend(ctx, spec, exec, send, "resend with the same Idempotency-Key after an unknown outcome")
 	case activity.ContractRecoverableByLookup:
 		return g.lookup(ctx, spec, exec, send)
+	case activity.ContractReadOnly:
+		return exec // a read changed nothing: the next one simply runs
 	}
 	return g.block(ctx, exec)
 }
@@ -396,6 +400,16 @@ func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to ac
 		g.log.Error("record transition", "execution", exec.ID, "to", to, "error", err)
 	}
 	return next, err
+}
+
+// notRecorded answers a call whose first record could not be written.
+// Nothing was dispatched ("dispatched" is committed before any byte
+// leaves), so the agent may retry; the store's error is for the operator
+// only: it may name tables and values an agent has no business seeing.
+func (g *Gateway) notRecorded(c activity.Call, step string, err error) *mcp.CallToolResult {
+	g.log.Error("call not recorded: nothing was sent", "step", step, "actor", c.Actor, "tool", c.Tool, "error", err)
+	return errorResult("The gateway could not record this call in its log, so nothing was sent to the target. " +
+		"It is safe to retry later; if this persists, the gateway's operator has the details.")
 }
 
 // recordRefused records a call that created no execution.

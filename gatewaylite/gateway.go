@@ -93,11 +93,19 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	// One gateway process per database, held before anything is read:
+	// recovery below may only settle executions no live process owns.
+	unlock, err := lockDatabase(store.Path())
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{
 		cfg: cfg, store: store, fp: fp, tools: map[string]*toolSpec{},
 		log: opts.Logger, now: opts.Now, stop: make(chan struct{}),
+		closers: []func() error{unlock},
 	}
 	if g.auth, err = newAuthenticator(cfg.Actors); err != nil {
+		g.Close()
 		return nil, err
 	}
 	g.runs = newRunTracker(g)
@@ -117,11 +125,13 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		}
 		if spec.channel == activity.ChannelSSH {
 			if spec.ssh, err = newSSHTarget(t, cfg.Credentials); err != nil {
+				g.Close()
 				return nil, err
 			}
 			spec.target, spec.method = spec.ssh.target(), spec.ssh.method()
 		} else {
 			if spec.http, err = newHTTPTarget(t, cfg.Credentials, client); err != nil {
+				g.Close()
 				return nil, err
 			}
 			spec.target = spec.http.target()
@@ -158,11 +168,13 @@ func (g *Gateway) Close() error {
 	default:
 		close(g.stop)
 	}
-	g.delivery.stop()
+	if g.delivery != nil {
+		g.delivery.stop()
+	}
 	g.bg.Wait()
 	var errs []error
-	for _, c := range g.closers {
-		errs = append(errs, c())
+	for i := len(g.closers) - 1; i >= 0; i-- { // last opened, first closed: the lock goes last
+		errs = append(errs, g.closers[i]())
 	}
 	return errors.Join(errs...)
 }

@@ -54,11 +54,13 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 		switch e.Contract {
 		case activity.ContractRecoverableByLookup:
 			lookups = append(lookups, e)
-		case activity.ContractBlockedAfterUnknown, activity.ContractReadOnly:
+		case activity.ContractBlockedAfterUnknown:
 			g.block(ctx, e)
 		}
 		// repeatable_with_key stays unknown: the agent's retry resends it
-		// with the same Idempotency-Key.
+		// with the same Idempotency-Key. read_only stays unknown too: a read
+		// changed nothing, so nobody needs to verify it and the next
+		// identical read simply runs.
 	}
 	// Whoever waited on a pending approval died with the process.
 	pending, err := g.store.Approvals(ctx, true)

@@ -38,13 +38,18 @@ func (g *Gateway) respond(e activity.Execution, rec activity.Recovery, replayed 
 		activity.StateDeliveryFailed, activity.StateNotDelivered:
 		res = g.storedResult(e)
 		if replayed {
-			prependText(res, fmt.Sprintf("Previous execution %s completed (%s); its result was not delivered then. Here it is; the action was not repeated.", e.ID, observedText(e)))
+			prependText(res, fmt.Sprintf("Previous execution %s completed (%s); %s. Here it is; the action was not repeated.", e.ID, observedText(e), deliveryText(e)))
 		}
 	case activity.StateAccepted:
 		res = textResult(false, "Execution %s is awaiting an operator's approval; nothing has been sent to the target. Do not retry: call again later with the same arguments.", e.ID)
 	case activity.StateDispatched, activity.StateAuthorized:
 		res = textResult(false, "Execution %s is in progress (dispatched %s). Do not retry: call again later with the same arguments to receive its result.", e.ID, timeText(e.Times.Dispatched))
 	case activity.StateUnknown:
+		if e.Contract == activity.ContractReadOnly {
+			retrySafe = true
+			res = textResult(true, "Read %s was sent to the target but its answer never arrived (%s). A read changes nothing: it is safe to retry.", e.ID, e.Error)
+			break
+		}
 		if v, ok := g.lookups.Load(e.ID); ok && v.(Outcome).Running {
 			res = textResult(false, "Execution %s is in progress: %s. Do not retry: call again later with the same arguments to receive its result.", e.ID, v.(Outcome).Reason)
 			break
@@ -118,6 +123,20 @@ func observedText(e activity.Execution) string {
 		return fmt.Sprintf("target answered %d at %s", e.TargetStatus.V, timeText(e.Times.Observed))
 	}
 	return "at " + timeText(e.Times.Observed)
+}
+
+// deliveryText says what the record shows about the first answer's
+// delivery, no more.
+func deliveryText(e activity.Execution) string {
+	switch e.State {
+	case activity.StateDelivered:
+		return "its result was written to the agent at " + timeText(e.Times.Delivered)
+	case activity.StateNotDelivered:
+		return "its result was not delivered then"
+	case activity.StateDeliveryFailed:
+		return "writing its result to the agent failed then"
+	}
+	return "its delivery is not recorded yet"
 }
 
 func timeText(o activity.Opt[time.Time]) string {

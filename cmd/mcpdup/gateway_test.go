@@ -119,6 +119,14 @@ func TestGatewayBinary(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("call through the binary: %v %+v", err, res)
 	}
+	// A second gateway on the same database is refused, naming the holder,
+	// and touches nothing: the first one's executions stay its own.
+	second := exec.Command(bin, "gateway", "--config", filepath.Join(dir, "gateway.toml"))
+	second.Env = env
+	secondOut, _ := second.CombinedOutput()
+	if code := second.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(secondOut), fmt.Sprintf("process %d", cmd.Process.Pid)) {
+		t.Fatalf("second gateway: exit %d (want 2), output:\n%s", code, secondOut)
+	}
 	run := func(args ...string) string {
 		c := exec.Command(bin, args...)
 		c.Env = env

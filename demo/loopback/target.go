@@ -24,6 +24,7 @@ type Target struct {
 	keyed   map[string]string       // Idempotency-Key → body
 	arrived map[string]int          // Idempotency-Key → requests that carried it
 	total   atomic.Int64
+	reads   atomic.Int64
 	hold    chan struct{}
 	delay   time.Duration
 	fail    int // answer this many more actions 503 without acting
@@ -37,16 +38,16 @@ func (t *Target) FailNext(n int) {
 	t.mu.Unlock()
 }
 
-// SetHold makes each action wait until hold is closed (nil: no wait). The
-// effect is counted first, so a client cut during the wait leaves an
-// effect behind.
+// SetHold makes each action and read wait until hold is closed (nil: no
+// wait). The effect is counted first, so a client cut during the wait
+// leaves an effect behind.
 func (t *Target) SetHold(hold chan struct{}) {
 	t.mu.Lock()
 	t.hold = hold
 	t.mu.Unlock()
 }
 
-// SetDelay makes each action sleep d after acting, before answering.
+// SetDelay makes each action and read sleep d before answering.
 func (t *Target) SetDelay(d time.Duration) {
 	t.mu.Lock()
 	t.delay = d
@@ -84,6 +85,14 @@ func (t *Target) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(a.body)
 	case r.Method == http.MethodGet:
+		t.reads.Add(1)
+		t.mu.Lock()
+		hold, delay := t.hold, t.delay
+		t.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		time.Sleep(delay)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"read":%q}`, r.URL.Path)
 	case r.Method == http.MethodPost:
@@ -156,6 +165,9 @@ func (t *Target) Arrivals(key string) int {
 
 // Total is how many effects the target performed.
 func (t *Target) Total() int64 { return t.total.Load() }
+
+// Reads is how many reads (GET outside /v1/status/) arrived.
+func (t *Target) Reads() int64 { return t.reads.Load() }
 
 // Duplicates counts effects beyond the first for every intent.
 func (t *Target) Duplicates() int {
