@@ -2,6 +2,7 @@ package activity
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,7 +58,12 @@ func (r Recovery) Attaches() bool { return r != RecoveryNew }
 // window bounds only how long a finished execution's result is handed back
 // instead of acting again, delivered or not; after it the execution is a
 // tombstone and the new execution is recorded as a late repeat.
-func Decide(prior *Execution, contract Contract, now time.Time, window time.Duration) (Recovery, string) {
+//
+// A refusal stands for a retry (an operator's denial, an approval nobody
+// gave in time), except one caused only by the vault lock: it lapses when
+// the lock is lifted (vaultLocked false), since nothing about the call
+// itself was refused.
+func Decide(prior *Execution, contract Contract, now time.Time, window time.Duration, vaultLocked bool) (Recovery, string) {
 	if prior == nil {
 		return RecoveryNew, ""
 	}
@@ -79,6 +85,9 @@ func Decide(prior *Execution, contract Contract, now time.Time, window time.Dura
 		return RecoveryBlock, fmt.Sprintf("retry of %s, outcome unknown and the tool cannot be resent safely", prior.ID)
 	case StatePendingVerification:
 		return RecoveryBlock, fmt.Sprintf("retry of %s, which awaits operator verification", prior.ID)
+	}
+	if prior.State == StateRejected && prior.RefusedByLock() && !vaultLocked {
+		return RecoveryNew, fmt.Sprintf("new attempt after %s, which was refused only because the vault was locked; it has been unlocked since", prior.ID)
 	}
 	if now.Sub(prior.LastChanged()) > window {
 		return RecoveryNew, fmt.Sprintf("late repeat of %s (%s), outside the %s attach window", prior.ID, prior.State, window)
@@ -103,6 +112,22 @@ func Decide(prior *Execution, contract Contract, now time.Time, window time.Dura
 	}
 	// failed_before_dispatch, rejected_by_operator: nothing happened; act.
 	return RecoveryNew, fmt.Sprintf("new attempt after %s (%s): the target never acted", prior.ID, prior.State)
+}
+
+// vaultLockedPrefix begins the reason of every refusal the vault lock
+// caused (and no other), so the rule above can tell it from a denial.
+const vaultLockedPrefix = "vault locked: "
+
+// VaultLockedReason is the recorded reason of a refusal by the vault lock;
+// why is the operator's reason for locking.
+func VaultLockedReason(why string) string {
+	return vaultLockedPrefix + "every call is refused until an operator unlocks it (" + why + ")"
+}
+
+// RefusedByLock reports whether the execution was rejected by the vault
+// lock alone.
+func (e *Execution) RefusedByLock() bool {
+	return e.State == StateRejected && strings.HasPrefix(e.Error, vaultLockedPrefix)
 }
 
 // LastChanged is when the execution last changed, as far as recorded.

@@ -48,7 +48,7 @@ func TestDecideEveryStateAndContract(t *testing.T) {
 			for _, age := range []time.Duration{time.Minute, 2 * window} {
 				prior := &activity.Execution{ID: "act_x", State: s, Contract: c}
 				prior.Times.Accepted = activity.Some(now.Add(-age))
-				got, why := activity.Decide(prior, c, now, window)
+				got, why := activity.Decide(prior, c, now, window, true)
 				exp := w.in
 				if age > window {
 					exp = w.out
@@ -62,12 +62,40 @@ func TestDecideEveryStateAndContract(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := activity.Decide(nil, activity.ContractBlockedAfterUnknown, now, window); got != activity.RecoveryNew {
+	if got, _ := activity.Decide(nil, activity.ContractBlockedAfterUnknown, now, window, false); got != activity.RecoveryNew {
 		t.Fatalf("no prior: %s", got)
 	}
 	failed := &activity.Execution{ID: "act_f", State: activity.StateDelivered, Outcome: activity.OutcomeFailure, Contract: activity.ContractRepeatableWithKey}
 	failed.Times.Delivered = activity.Some(now)
-	if got, _ := activity.Decide(failed, failed.Contract, now, window); got != activity.RecoveryNew {
+	if got, _ := activity.Decide(failed, failed.Contract, now, window, false); got != activity.RecoveryNew {
 		t.Fatalf("a delivered failure is retried as a new attempt, got %s", got)
+	}
+}
+
+// A refusal by the vault lock lapses with the lock; a denial stands.
+func TestDecideLockRefusalLapsesWithTheLock(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	byLock := &activity.Execution{ID: "act_l", State: activity.StateRejected, Contract: activity.ContractBlockedAfterUnknown,
+		Error: activity.VaultLockedReason("incident 4711")}
+	byLock.Times.Rejected = activity.Some(now.Add(-time.Minute))
+	denied := *byLock
+	denied.Error = "approval apr_1 denied by alice: not this one"
+	cases := []struct {
+		prior  *activity.Execution
+		locked bool
+		want   activity.Recovery
+	}{
+		{byLock, true, activity.RecoveryRejection},
+		{byLock, false, activity.RecoveryNew},
+		{&denied, false, activity.RecoveryRejection},
+		{&denied, true, activity.RecoveryRejection},
+	}
+	for _, c := range cases {
+		if got, why := activity.Decide(c.prior, c.prior.Contract, now, time.Hour, c.locked); got != c.want {
+			t.Errorf("%q, vault locked %v: %s (%s), want %s", c.prior.Error, c.locked, got, why, c.want)
+		}
+	}
+	if denied.RefusedByLock() || !byLock.RefusedByLock() {
+		t.Fatal("RefusedByLock misreads the reason")
 	}
 }

@@ -53,7 +53,9 @@ func WhatIf(sus *Suspect, contracts ContractOf) ([]WhatIfCall, error) {
 			e.Contract = contract // the what-if's contract, not the recorded one
 			p = &e
 		}
-		rec, why := activity.Decide(p, contract, c.ReceivedAt, window)
+		// The vault's state at each call is not replayed: a refusal by the
+		// lock is taken to stand, the cautious reading.
+		rec, why := activity.Decide(p, contract, c.ReceivedAt, window, true)
 		if why == "" {
 			why = "no earlier execution of this intent"
 		}

@@ -78,10 +78,17 @@ func TestPerUseApproval(t *testing.T) {
 				if m["state"] != "rejected" || !res.IsError || h.target.Total() != 0 || !strings.Contains(resultText(res), string(decision)) {
 					t.Fatalf("%s: %v %s", decision, m, resultText(res))
 				}
-				// The same ambiguous retry gets the same refusal, not a new prompt.
-				res = mustCall(t, cs, "refund", args, nil)
-				if m := execMeta(t, res); m["state"] != "rejected" || len(h.pendingApprovals()) != 0 {
-					t.Fatalf("retry after %s: %v", decision, m)
+				if !strings.HasPrefix(resultText(res), "This call was refused") {
+					t.Fatalf("first call's refusal: %s", resultText(res))
+				}
+				// The same ambiguous retry, in either era, gets the same
+				// refusal, not a new prompt.
+				for _, c := range []*mcp.ClientSession{cs, cs2} {
+					res = mustCall(t, c, "refund", args, nil)
+					if m := execMeta(t, res); m["state"] != "rejected" || len(h.pendingApprovals()) != 0 ||
+						!strings.HasPrefix(resultText(res), "This retry is refused") || !strings.Contains(resultText(res), string(decision)) {
+						t.Fatalf("retry after %s: %v %s", decision, m, resultText(res))
+					}
 				}
 			}
 			all, _ := h.store.Approvals(ctx, false)

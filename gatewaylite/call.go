@@ -105,7 +105,13 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 			return err
 		}
 		var why string
-		rec, why = activity.Decide(prior, spec.contract, received, spec.window)
+		locked := true // a refusal by the lock stands unless the vault is provably unlocked
+		if prior != nil && prior.RefusedByLock() {
+			if l, _, err := w.VaultLocked(); err == nil {
+				locked = l
+			}
+		}
+		rec, why = activity.Decide(prior, spec.contract, received, spec.window, locked)
 		if !run.strong && prior != nil && rec.Attaches() {
 			why += "; run identity is weak (" + string(run.identifiedBy) + "), scope inferred from actor and window"
 		}
@@ -180,7 +186,7 @@ func (g *Gateway) authorize(w *activity.Tx, e activity.Execution, spec *toolSpec
 	}
 	if locked {
 		e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, CallID: call,
-			Reason: "vault locked: every call is refused until an operator unlocks it (" + reason + ")"})
+			Reason: activity.VaultLockedReason(reason)})
 		return e, nil, err
 	}
 	var waiting []string

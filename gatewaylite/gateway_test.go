@@ -240,17 +240,33 @@ func TestVaultLockRefusesAndRetryGetsSameRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := h.connect(loopback.ProtocolStateless, false)
+	legacy := h.connect(loopback.ProtocolLegacy, false)
 	args := map[string]any{"service": "billing", "version": "5"}
 	res := mustCall(t, cs, "deploy_release", args, nil)
-	if !res.IsError || !strings.Contains(resultText(res), "vault locked") {
+	if !res.IsError || !strings.Contains(resultText(res), "vault locked") || !strings.HasPrefix(resultText(res), "This call was refused") {
 		t.Fatalf("locked vault: %s", resultText(res))
 	}
-	res = mustCall(t, cs, "deploy_release", args, nil)
-	if m := execMeta(t, res); m["replayed"] != true || m["state"] != "rejected" {
-		t.Fatalf("retry after refusal: %v", m)
+	for _, c := range []*mcp.ClientSession{cs, legacy} {
+		res = mustCall(t, c, "deploy_release", args, nil)
+		if m := execMeta(t, res); m["replayed"] != true || m["state"] != "rejected" || !strings.HasPrefix(resultText(res), "This retry is refused") {
+			t.Fatalf("retry after refusal: %v %s", m, resultText(res))
+		}
 	}
 	if h.target.Total() != 0 || len(h.executions("deploy_release")) != 1 {
 		t.Fatal("a locked vault let a call through, or the retry opened a new execution")
+	}
+	// Once unlocked, the refusal does not outlive the lock: the retry acts,
+	// once, and a further retry attaches to it.
+	if _, err := h.store.Write(ctx, func(w *activity.Tx) error { return w.SetVault(false, "alice", "incident over") }); err != nil {
+		t.Fatal(err)
+	}
+	res = mustCall(t, legacy, "deploy_release", args, nil)
+	if m := execMeta(t, res); res.IsError || m["replayed"] != false || m["state"] != "succeeded" {
+		t.Fatalf("retry after unlock: %v %s", m, resultText(res))
+	}
+	res = mustCall(t, cs, "deploy_release", args, nil)
+	if m := execMeta(t, res); m["replayed"] != true || h.target.Total() != 1 || len(h.executions("deploy_release")) != 2 {
+		t.Fatalf("after unlock: %v, %d effects, %d executions", m, h.target.Total(), len(h.executions("deploy_release")))
 	}
 }
 

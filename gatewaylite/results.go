@@ -60,7 +60,14 @@ func (g *Gateway) respond(e activity.Execution, rec activity.Recovery, replayed 
 	case activity.StateVerified:
 		res = textResult(false, "Execution %s was verified by an operator: the action took effect at the target. It was not repeated.", e.ID)
 	case activity.StateRejected:
-		res = textResult(true, "Execution %s was refused: %s. The same refusal applies to this retry.", e.ID, e.Error)
+		switch {
+		case !replayed:
+			res = textResult(true, "This call was refused (execution %s): %s. Nothing was sent to the target.", e.ID, e.Error)
+		case e.RefusedByLock():
+			res = textResult(true, "This retry is refused: execution %s, the first call of this intent, was refused because the vault is locked (%s), and it is still locked. Nothing was sent to the target; call again after an operator unlocks it.", e.ID, e.Error)
+		default:
+			res = textResult(true, "This retry is refused: execution %s, the first call of this intent, was refused (%s). The same refusal applies to this retry; nothing was sent to the target.", e.ID, e.Error)
+		}
 	case activity.StateFailedBefore:
 		retrySafe = true
 		res = textResult(true, "Execution %s failed before anything was sent to the target (%s). It is safe to retry.", e.ID, e.Error)
