@@ -70,6 +70,11 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	call := activity.Call{Actor: info.actor, Method: "tools/call", Tool: spec.name, ReceivedAt: received,
 		JSONRPCID: optString(info.rpcID), SessionID: optString(info.session), ProtocolVersion: optString(info.protocol)}
 
+	if err := spec.schema.check(req.Params.Arguments, spec.args.SecretArgs); err != nil {
+		call.Disposition, call.Reason = activity.DispositionRefused, "arguments do not match the tool's input_schema: "+err.Error()
+		g.recordRefused(ctx, call)
+		return errorResult("Invalid arguments for %s: %v. Nothing was sent to the target; correct the arguments and call again.", spec.name, err), nil
+	}
 	intent, err := g.fp.PrepareArgs(req.Params.Arguments, spec.args)
 	if err != nil {
 		call.Disposition, call.Reason = activity.DispositionRefused, "invalid arguments: "+err.Error()

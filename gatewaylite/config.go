@@ -33,6 +33,7 @@ type Config struct {
 	Tools       []ToolConfig                `toml:"tool"`
 	Credentials map[string]CredentialConfig `toml:"credential"`
 	Upstreams   []UpstreamConfig            `toml:"upstream"`
+	Limits      LimitsConfig                `toml:"limits"`
 
 	path string
 }
@@ -190,6 +191,9 @@ func (c *Config) normalise() error {
 	setDefault(&c.RunIdleTimeout, DefaultRunIdleTimeout)
 	setDefault(&c.ApprovalTimeout, DefaultApprovalTimeout)
 	setDefault(&c.AttachWait, DefaultAttachWait)
+	if err := c.Limits.normalise(); err != nil {
+		return err
+	}
 	switch c.SessionGrant {
 	case "":
 		c.SessionGrant = "auto"
@@ -346,6 +350,9 @@ func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
 	var schema map[string]any
 	if err := json.Unmarshal([]byte(t.InputSchema), &schema); err != nil || schema["type"] != "object" {
 		return fmt.Errorf("%s: must be a JSON schema of type object", field("input_schema"))
+	}
+	if _, err := compileSchema([]byte(t.InputSchema)); err != nil {
+		return fmt.Errorf("%s: %w", field("input_schema"), errors.Unwrap(err))
 	}
 	for _, m := range placeholderRE.FindAllStringSubmatch(t.URL, -1) {
 		if slices.Contains(t.SecretArgs, m[1]) {

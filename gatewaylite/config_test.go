@@ -42,8 +42,15 @@ input_schema = '{"type":"array"}'`: "tool x: input_schema",
 name = "x"
 url = "http://h/x"
 attach_window = "forever"`: `duration "forever"`,
-		minimalActor + `colour = "blue"`:         "unknown field",
-		minimalActor + `session_grant = "maybe"`: "session_grant",
+		minimalActor + `[[tool]]
+name = "x"
+url = "http://h/x"
+input_schema = '{"type":"object","properties":{"a":{"$ref":"#/nowhere"}}}'`: "tool x: input_schema",
+		minimalActor + "[limits]\nmax_body_bytes = 10":       "limits.max_body_bytes",
+		minimalActor + "[limits]\nrate_per_second = -3":      "rate_per_second",
+		minimalActor + "[limits]\nallowed_origins = [\"*\"]": "limits.allowed_origins",
+		minimalActor + `colour = "blue"`:                     "unknown field",
+		minimalActor + `session_grant = "maybe"`:             "session_grant",
 		minimalActor + `[[upstream]]
 name = "u"`: "upstream 1: name and exactly one of command or url",
 	}

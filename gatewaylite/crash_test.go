@@ -75,6 +75,7 @@ func serveGatewayProcess(cfgText string) {
 	if err != nil {
 		fail(err)
 	}
+	cfg.Listen = os.Getenv("MCPDUP_TEST_GW_ADDR")
 	store, err := activity.Open(context.Background(), os.Getenv("MCPDUP_TEST_GW_DB"), activity.Options{KeyDir: os.Getenv("MCPDUP_TEST_GW_KEYS")})
 	if err != nil {
 		fail(err)
@@ -83,9 +84,15 @@ func serveGatewayProcess(cfgText string) {
 	if err != nil {
 		fail(err)
 	}
+	// Served as `mcpdup gateway` serves it: the bounded listener and the
+	// configured timeouts.
+	ln, err := gw.Listen()
+	if err != nil {
+		fail(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", gw.Handler())
-	fail(http.ListenAndServe(os.Getenv("MCPDUP_TEST_GW_ADDR"), mux))
+	fail(gw.Server(mux).Serve(ln))
 }
 
 func freeAddr(t *testing.T) string {

@@ -8,23 +8,26 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // protocolStateless is the first MCP revision without sessions; requests
 // that declare it (or later) go to the stateless handler.
 const protocolStateless = "2026-07-28"
-
-// maxBody bounds a request body, as the SDK does by default.
-const maxBody = 4 << 20
 
 // authenticator maps bearer tokens to actors. Tokens come from the
 // environment and are only ever held as SHA-256 digests, compared in
@@ -46,10 +49,11 @@ func newAuthenticator(actors []ActorConfig) (*authenticator, error) {
 }
 
 // actor returns the actor whose token the request carries, or a reason.
+// The scheme is matched case-insensitively (RFC 9110 §11.1), as the SDK's
+// own bearer middleware does.
 func (a *authenticator) actor(r *http.Request) (string, string) {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		return "", "401: no bearer token"
 	}
 	d := sha256.Sum256([]byte(tok))
@@ -65,35 +69,54 @@ func (a *authenticator) actor(r *http.Request) (string, string) {
 	return found, ""
 }
 
-// front authenticates every request, notes the JSON-RPC ids of calls,
-// routes each protocol era to its handler, and watches what is written
-// back so result delivery can be recorded.
+func bearerToken(h string) (string, bool) {
+	f := strings.Fields(h)
+	if len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+		return "", false
+	}
+	return f[1], true
+}
+
+// front checks Origin, authenticates every request from its headers alone
+// (a stranger's body is never read beyond a bounded prefix), bounds and
+// times the body of the rest, applies the actor's rate limit, notes the
+// JSON-RPC ids of calls, routes each protocol era to its handler, and
+// watches what is written back so result delivery can be recorded.
 func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
+	lim := g.cfg.Limits
+	// The SDK binds a session to the TokenInfo.UserID of the request that
+	// created it and refuses it to any other (403 "session user mismatch"):
+	// actor B can neither call into nor DELETE actor A's session.
+	bind := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		return &auth.TokenInfo{UserID: r.Header.Get(headerActor), Expiration: time.Now().Add(time.Hour)}, nil
+	}, nil)
+	stateful, stateless = bind(stateful), bind(stateless)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k := range r.Header {
 			if strings.HasPrefix(strings.ToLower(k), "x-mcpdup-") {
 				delete(r.Header, k)
 			}
 		}
-		var body []byte
-		if r.Method == http.MethodPost && r.Body != nil {
-			var err error
-			body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-			if err != nil {
-				http.Error(w, "read request: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			if len(body) > maxBody {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+		if !originAllowed(r, lim.AllowedOrigins) {
+			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not allowed", termsafe.Line(r.Header.Get("Origin"))), http.StatusForbidden)
+			return
 		}
 		actor, why := g.auth.actor(r)
 		if actor == "" {
-			g.recordUnauthenticated(r, body, why)
+			g.strangers.refuse(w, r, why)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpdup"`)
+			w.Header().Set("Connection", "close") // do not keep a stranger's connection
 			http.Error(w, "unauthorized: "+why[5:], http.StatusUnauthorized)
+			return
+		}
+		body, status, err := readBody(w, r, lim)
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, err.Error(), status)
+			return
+		}
+		if !g.limits.allow(actor) {
+			g.refuseRate(w, r, actor, body)
 			return
 		}
 		token := newToken()
@@ -110,6 +133,53 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		h.ServeHTTP(dw, r)
 		g.delivery.finish(token, dw)
 	})
+}
+
+// readBody reads an authenticated request's body, at most MaxBodyBytes
+// within ReadTimeout, and puts it back for the handler.
+func readBody(w http.ResponseWriter, r *http.Request, lim LimitsConfig) ([]byte, int, error) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil, 0, nil
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(lim.ReadTimeout.Duration))
+	body, err := io.ReadAll(io.LimitReader(r.Body, lim.MaxBodyBytes+1))
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, http.StatusRequestTimeout, fmt.Errorf("request body not received within %s", lim.ReadTimeout.Duration)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("read request: %v", err)
+	}
+	if int64(len(body)) > lim.MaxBodyBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", lim.MaxBodyBytes)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, 0, nil
+}
+
+// refuseRate answers a request over its actor's rate limit: HTTP 429 with
+// Retry-After and a JSON-RPC error written for the agent. A refused
+// tools/call is recorded (no execution, nothing sent).
+func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor string, body []byte) {
+	lim := g.cfg.Limits
+	msg := fmt.Sprintf("rate limit: actor %s is over %g requests per second (burst %d); nothing was sent to any target. Retry after a second.",
+		actor, lim.RatePerSecond, lim.RateBurst)
+	var m rpcMessage
+	if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+		g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: m.Method, Tool: truncate(m.Params.Name, maxSummaryName),
+			ReceivedAt: g.now().UTC(), JSONRPCID: optString(string(m.ID)), ProtocolVersion: optString(r.Header.Get("MCP-Protocol-Version")),
+			SessionID: optString(r.Header.Get("Mcp-Session-Id")), Reason: "429: " + msg})
+	}
+	id := m.ID
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusTooManyRequests)
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": msg}})
 }
 
 // rpcMessage is the part of a JSON-RPC message the front reads.
@@ -130,21 +200,6 @@ func singleCallID(body []byte) string {
 		return ""
 	}
 	return string(m.ID)
-}
-
-// recordUnauthenticated records a refused call: no execution, no token.
-func (g *Gateway) recordUnauthenticated(r *http.Request, body []byte, why string) {
-	var m rpcMessage
-	if r.Method != http.MethodPost || json.Unmarshal(body, &m) != nil || m.Method == "" || len(m.ID) == 0 {
-		return // not a request: nothing a call record could describe
-	}
-	g.recordRefused(context.Background(), activity.Call{
-		Actor: "unauthenticated", Method: m.Method, Tool: m.Params.Name, ReceivedAt: g.now().UTC(),
-		JSONRPCID:       activity.Some(string(m.ID)),
-		ProtocolVersion: optString(r.Header.Get("MCP-Protocol-Version")),
-		SessionID:       optString(r.Header.Get("Mcp-Session-Id")),
-		Reason:          why,
-	})
 }
 
 func newToken() string {

@@ -47,12 +47,15 @@ type Gateway struct {
 	lookups  sync.Map
 	delivery *deliveries
 	auth     *authenticator
-	events   *mcp.MemoryEventStore
-	log      *slog.Logger
-	now      func() time.Time
-	closers  []func() error
-	bg       sync.WaitGroup
-	stop     chan struct{}
+	limits   *rateLimits
+	// strangers records refused unauthenticated requests, bounded.
+	strangers *strangers
+	events    *mcp.MemoryEventStore
+	log       *slog.Logger
+	now       func() time.Time
+	closers   []func() error
+	bg        sync.WaitGroup
+	stop      chan struct{}
 }
 
 // toolSpec is one tool as the gateway dispatches it, from the config or
@@ -71,6 +74,7 @@ type toolSpec struct {
 	ssh           *sshTarget
 	upstream      *upstreamTool
 	statusURL     string
+	schema        *inputSchema
 	// perUseApproval: the tool's credential needs an operator's approval
 	// for every execution.
 	perUseApproval bool
@@ -108,6 +112,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		g.Close()
 		return nil, err
 	}
+	g.limits, g.strangers = newRateLimits(cfg.Limits), newStrangers(g)
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)
 	g.events = mcp.NewMemoryEventStore(nil)
@@ -136,6 +141,10 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 			}
 			spec.target = spec.http.target()
 		}
+		if spec.schema, err = compileSchema([]byte(t.InputSchema)); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
 		g.addTool(spec, &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)})
 	}
 	for _, u := range cfg.Upstreams {
@@ -154,6 +163,9 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 
 func (g *Gateway) addTool(spec *toolSpec, t *mcp.Tool) {
 	g.tools[spec.name] = spec
+	if t.Description == "" {
+		t.Description = describe(spec)
+	}
 	g.server.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return g.handleCall(ctx, spec, req)
 	})

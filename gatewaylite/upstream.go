@@ -68,6 +68,13 @@ func (g *Gateway) connectUpstream(ctx context.Context, u UpstreamConfig) error {
 		if err != nil || string(schema) == "null" {
 			schema = []byte(`{"type":"object"}`)
 		}
+		// The upstream's own schema is enforced here too, before anything is
+		// recorded as sent; one the validator cannot resolve is left to the
+		// upstream, and said so.
+		if spec.schema, err = compileSchema(schema); err != nil {
+			g.log.Warn("upstream tool schema not enforced by the gateway", "upstream", u.Name, "tool", tool.Name, "error", err)
+			spec.schema = nil
+		}
 		g.addTool(spec, &mcp.Tool{Name: tool.Name, Description: tool.Description, InputSchema: json.RawMessage(schema), Annotations: tool.Annotations})
 	}
 	return nil

@@ -63,7 +63,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 		return err
 	}
 	defer gw.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := gw.Listen()
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", gw.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := gw.Server(mux)
 	if n := store.Recovered(); n > 0 {
 		fmt.Fprintf(g.stderr, "mcpdup gateway: sealed %d records an earlier writer left unsealed (it stopped without sealing: a crash?); checkpoint reason \"recovery\"\n", n)
 	}

@@ -1,0 +1,134 @@
+package gatewaylite_test
+
+import (
+	"database/sql"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/demo/loopback"
+)
+
+const otherToken = "canary-other-actor-token-55e1"
+
+const secondActor = `
+[[actor]]
+name = "agent:other"
+token_env = "TEST_OTHER_TOKEN"
+`
+
+// post sends one raw JSON-RPC message to the gateway.
+func (h *harness) post(token, session, origin, body string) *http.Response {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", loopback.ProtocolLegacy)
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+const listTools = `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
+
+// A session belongs to the actor that created it: another actor's token
+// can neither call into it nor end it.
+func TestSessionIsBoundToItsActor(t *testing.T) {
+	t.Setenv("TEST_OTHER_TOKEN", otherToken)
+	h := newHarness(t, secondActor)
+	cs := h.connect(loopback.ProtocolLegacy, false)
+	sid := cs.ID()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	call := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"x","version":"1"}}}`
+	if r := h.post("Bearer "+otherToken, sid, "", call); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("actor B calling into A's session: %d", r.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, h.endpoint(false), nil)
+	req.Header.Set("Authorization", "Bearer "+otherToken)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", loopback.ProtocolLegacy)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("actor B deleting A's session: %d", resp.StatusCode)
+	}
+	if h.target.Total() != 0 {
+		t.Fatal("B's call reached the target")
+	}
+	// A's session is intact.
+	if res := mustCall(t, cs, "deploy_release", map[string]any{"service": "x", "version": "1"}, nil); res.IsError {
+		t.Fatalf("A's own session: %s", resultText(res))
+	}
+}
+
+// Origin is checked like Host; the auth scheme is case-insensitive.
+func TestOriginAndSchemeCase(t *testing.T) {
+	h := newHarness(t, "[limits]\nallowed_origins = [\"https://console.example.com\"]\n")
+	for _, c := range []struct {
+		origin string
+		want   int
+	}{
+		{"", http.StatusOK},
+		{"https://console.example.com", http.StatusOK},
+		{"http://localhost:3000", http.StatusOK}, // loopback page, loopback gateway
+		{"https://evil.example", http.StatusForbidden},
+		{"null", http.StatusForbidden},
+	} {
+		if r := h.post("Bearer "+agentToken, "", c.origin, initialize); r.StatusCode != c.want {
+			t.Errorf("Origin %q: %d, want %d", c.origin, r.StatusCode, c.want)
+		}
+	}
+	for _, scheme := range []string{"bearer ", "BEARER ", "Bearer  "} {
+		if r := h.post(scheme+agentToken, "", "", initialize); r.StatusCode != http.StatusOK {
+			t.Errorf("scheme %q: %d", scheme, r.StatusCode)
+		}
+	}
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// Over its rate, an actor gets 429 and a JSON-RPC error; the refused call
+// is recorded and nothing reaches the target.
+func TestRateLimitRefusesAndRecords(t *testing.T) {
+	h := newHarness(t, "[limits]\nrate_per_second = 0.001\nrate_burst = 2\n")
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"x","version":"1"}}}`
+	var codes []int
+	for range 4 {
+		codes = append(codes, h.post("Bearer "+agentToken, "", "", call).StatusCode)
+	}
+	if codes[2] != http.StatusTooManyRequests || codes[3] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v: want the 3rd and 4th refused with 429", codes)
+	}
+	c, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "gw.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var refused int
+	c.QueryRow(`SELECT count(*) FROM calls WHERE disposition = ? AND reason LIKE '429: rate limit%' AND tool = 'deploy_release'`,
+		string(activity.DispositionRefused)).Scan(&refused)
+	if refused != 2 {
+		t.Fatalf("%d rate-limited calls recorded, want 2", refused)
+	}
+}

@@ -1,0 +1,189 @@
+package gatewaylite
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"golang.org/x/time/rate"
+)
+
+// LimitsConfig bounds what any client, authenticated or not, can make the
+// gateway hold: connections, bytes, time, and calls per actor.
+type LimitsConfig struct {
+	// MaxBodyBytes bounds a request body; larger ones get 413.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// MaxConnections bounds open connections; more wait to be accepted.
+	MaxConnections int `toml:"max_connections"`
+	// ReadHeaderTimeout bounds reading the request line and headers.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// ReadTimeout bounds reading the whole request body. It is applied per
+	// request, not on the server: a server-wide read deadline would also
+	// cut a 2025-era client's long-lived SSE stream.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// RatePerSecond and RateBurst limit each actor's requests (token
+	// bucket); RatePerSecond 0 turns the limit off.
+	RatePerSecond float64 `toml:"rate_per_second"`
+	RateBurst     int     `toml:"rate_burst"`
+	// UnauthenticatedRecords bounds how many refused unauthenticated
+	// requests are recorded per second (each as a bounded summary); the
+	// ones beyond are counted into the next record.
+	UnauthenticatedRecords float64 `toml:"unauthenticated_records_per_second"`
+	// AllowedOrigins are the browser origins allowed besides the gateway's
+	// own host (and loopback when it is on loopback), e.g.
+	// "https://console.example.com".
+	AllowedOrigins []string `toml:"allowed_origins"`
+}
+
+// Defaults of [limits].
+const (
+	DefaultMaxBodyBytes           = 4 << 20
+	DefaultMaxConnections         = 256
+	DefaultReadHeaderTimeout      = 10 * time.Second
+	DefaultReadTimeout            = 30 * time.Second
+	DefaultIdleTimeout            = 2 * time.Minute
+	DefaultRatePerSecond          = 50
+	DefaultRateBurst              = 100
+	DefaultUnauthenticatedRecords = 20
+)
+
+func (l *LimitsConfig) normalise() error {
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = DefaultMaxConnections
+	}
+	setDefault(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&l.ReadTimeout, DefaultReadTimeout)
+	setDefault(&l.IdleTimeout, DefaultIdleTimeout)
+	if l.RatePerSecond == 0 {
+		l.RatePerSecond = DefaultRatePerSecond
+		if l.RateBurst == 0 {
+			l.RateBurst = DefaultRateBurst
+		}
+	}
+	if l.RateBurst == 0 {
+		l.RateBurst = max(1, int(2*l.RatePerSecond))
+	}
+	if l.UnauthenticatedRecords == 0 {
+		l.UnauthenticatedRecords = DefaultUnauthenticatedRecords
+	}
+	switch {
+	case l.MaxBodyBytes < 1024:
+		return fmt.Errorf("limits.max_body_bytes: %d is below 1024", l.MaxBodyBytes)
+	case l.MaxConnections < 1:
+		return fmt.Errorf("limits.max_connections: %d is below 1", l.MaxConnections)
+	case (l.RatePerSecond < 0 && l.RatePerSecond != -1) || l.RateBurst < 1:
+		return fmt.Errorf("limits: rate_per_second %g and rate_burst %d must be positive (rate_per_second = -1 turns the limit off)", l.RatePerSecond, l.RateBurst)
+	case l.UnauthenticatedRecords < 0:
+		return fmt.Errorf("limits.unauthenticated_records_per_second: %g is negative", l.UnauthenticatedRecords)
+	}
+	for _, o := range l.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" {
+			return fmt.Errorf("limits.allowed_origins: %q is not an origin (scheme://host[:port])", o)
+		}
+	}
+	return nil
+}
+
+// Listen opens the gateway's listener at cfg.Listen, bounded to
+// MaxConnections open connections.
+func (g *Gateway) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	return g.LimitListener(ln), nil
+}
+
+// LimitListener bounds ln to MaxConnections open connections: beyond
+// that, new connections wait in the kernel's backlog instead of costing a
+// descriptor each.
+func (g *Gateway) LimitListener(ln net.Listener) net.Listener {
+	return netutil.LimitListener(ln, g.cfg.Limits.MaxConnections)
+}
+
+// Server is the HTTP server for Handler, with the configured timeouts.
+func (g *Gateway) Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: g.cfg.Limits.ReadHeaderTimeout.Duration,
+		IdleTimeout:       g.cfg.Limits.IdleTimeout.Duration,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// rateLimits holds one token bucket per actor.
+type rateLimits struct {
+	mu      sync.Mutex
+	limit   rate.Limit
+	burst   int
+	buckets map[string]*rate.Limiter
+}
+
+func newRateLimits(l LimitsConfig) *rateLimits {
+	r := &rateLimits{limit: rate.Limit(l.RatePerSecond), burst: l.RateBurst, buckets: map[string]*rate.Limiter{}}
+	if l.RatePerSecond < 0 {
+		r.limit = rate.Inf
+	}
+	return r
+}
+
+// allow takes one token of actor's bucket; actors are the configured
+// ones, so the map is bounded.
+func (r *rateLimits) allow(actor string) bool {
+	r.mu.Lock()
+	b := r.buckets[actor]
+	if b == nil {
+		b = rate.NewLimiter(r.limit, r.burst)
+		r.buckets[actor] = b
+	}
+	r.mu.Unlock()
+	return b.Allow()
+}
+
+// originAllowed checks the Origin header the way the SDK checks Host: a
+// browser on some other site must not drive a local gateway (MCP
+// transports, "Security Warning": servers must validate Origin). No
+// Origin (a non-browser client) is fine.
+func originAllowed(r *http.Request, allowed []string) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	if slices.Contains(allowed, o) {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false // includes "null": an opaque origin
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return isLoopbackHost(u.Hostname()) && isLoopbackHost(hostOnly(r.Host))
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
