@@ -135,6 +135,11 @@ const (
 	DispositionAttached     Disposition = "attached"      // matched an existing execution
 	DispositionRefused      Disposition = "refused"       // unauthenticated or invalid: no execution
 	DispositionNotRecorded  Disposition = "not_recorded"  // an imported call whose fate the log does not show
+	// DispositionInquiry: the agent asked the gateway about an execution
+	// (its status tool, a verification request); nothing was sent to a
+	// target. The execution asked about is in the arguments, not in
+	// ExecutionID, so an inquiry is never grouped as a retry.
+	DispositionInquiry Disposition = "inquiry"
 )
 
 // Call is one protocol request as received: the protocol correlation. A

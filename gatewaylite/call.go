@@ -467,3 +467,25 @@ func outcomeState(s activity.State) bool {
 func errorResult(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
+
+// everyCall sees every tools/call the SDK dispatches, whatever its tool:
+// one for a tool that does not exist is recorded (refused) before the SDK
+// answers it with its standard JSON-RPC error, and each call's end is
+// reported to the delivery tracker exactly once.
+func (g *Gateway) everyCall(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		cr, ok := req.(*mcp.CallToolRequest)
+		if method != "tools/call" || !ok {
+			return next(ctx, method, req)
+		}
+		info := callInfoFrom(cr)
+		defer g.delivery.handled(info.token)
+		name := cr.Params.Name
+		if _, ok := g.tools[name]; !ok && name != ToolExecutionStatus && name != ToolRequestVerification {
+			g.recordRefused(context.WithoutCancel(ctx), activity.Call{Actor: info.actor, Method: method, Tool: truncate(name, maxSummaryName),
+				ReceivedAt: g.now().UTC(), JSONRPCID: optString(info.rpcID), SessionID: optString(info.session),
+				ProtocolVersion: optString(info.protocol), Reason: "no such tool"})
+		}
+		return next(ctx, method, req)
+	}
+}

@@ -28,8 +28,13 @@ var chaosCalls = flag.Int("chaos.calls", 1000, "tool calls in the chaos run (try
 // non-read-only contract.
 var chaosTools = []string{"deploy_release", "charge_card", "open_ticket"}
 
+// The chaos run and the benchmarks drive one actor as hard as they can: its
+// rate limit is off, so what they measure is duplicates and latency, not
+// 429s.
 const chaosConfig = `
 attach_wait = "5s"
+[limits]
+rate_per_second = -1
 [[actor]]
 name = "agent:chaos"
 token_env = "TEST_AGENT_TOKEN"

@@ -304,6 +304,9 @@ func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
 	if seen["tool:"+t.Name] {
 		return fmt.Errorf("tool %s: defined twice", t.Name)
 	}
+	if strings.HasPrefix(t.Name, reservedPrefix) {
+		return fmt.Errorf("tool %s: the %s prefix is reserved for the gateway's own tools", t.Name, reservedPrefix)
+	}
 	seen["tool:"+t.Name] = true
 	if t.Channel == "" {
 		t.Channel = string(activity.ChannelHTTP)

@@ -3,6 +3,8 @@ package gatewaylite
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -16,11 +18,25 @@ import (
 // Recording happens off the request path, in a background writer, so it
 // adds no latency to the answer.
 type deliveries struct {
-	g        *Gateway
-	mu       sync.Mutex
-	expected map[string][]activity.ExecutionID // request token → results it should carry
-	events   chan deliveryEvent
-	done     chan struct{}
+	g      *Gateway
+	mu     sync.Mutex
+	open   map[string]*exchange // request token → what it should carry
+	events chan deliveryEvent
+	done   chan struct{}
+}
+
+// exchange is one request carrying tools/calls, from the front's side and
+// the handler's. Either may end first: in the 2025 era the SDK ends a POST
+// whose client went away while the tool still runs, so its result is
+// expected only after the response is over; the entry lives until both
+// sides are done.
+type exchange struct {
+	expected []activity.ExecutionID
+	finished bool // the response is over
+	calls    int  // handlers not yet done expecting
+	// call describes the request, to record it if the MCP layer refuses
+	// it before any handler runs (another actor's session, say).
+	call activity.Call
 }
 
 type deliveryEvent struct {
@@ -32,18 +48,47 @@ type deliveryEvent struct {
 // deliveryLinger is how long delivery records wait to share a commit.
 const deliveryLinger = 25 * time.Millisecond
 
+const notWritten = "the agent's connection closed before the result was written"
+
 func newDeliveries(g *Gateway) *deliveries {
-	return &deliveries{g: g, expected: map[string][]activity.ExecutionID{}, events: make(chan deliveryEvent, 4096), done: make(chan struct{})}
+	return &deliveries{g: g, open: map[string]*exchange{}, events: make(chan deliveryEvent, 4096), done: make(chan struct{})}
 }
 
-// expect notes that the response to request token carries id's result.
-func (d *deliveries) expect(token string, id activity.ExecutionID) {
-	if token == "" {
-		return
-	}
+// begin opens the exchange of a request that carries calls tools/calls.
+func (d *deliveries) begin(token string, calls int, c activity.Call) {
 	d.mu.Lock()
-	d.expected[token] = append(d.expected[token], id)
+	d.open[token] = &exchange{calls: calls, call: c}
 	d.mu.Unlock()
+}
+
+// expect notes that the response to request token carries id's result. If
+// that response is already over, the result was not delivered by it.
+func (d *deliveries) expect(token string, id activity.ExecutionID) {
+	d.mu.Lock()
+	x := d.open[token]
+	switch {
+	case x == nil:
+	case x.finished:
+		d.mu.Unlock()
+		d.send(deliveryEvent{id, activity.StateNotDelivered, notWritten})
+		return
+	default:
+		x.expected = append(x.expected, id)
+	}
+	d.mu.Unlock()
+}
+
+// handled says the handler of one call on request token is done
+// expecting (the calls of a 2025-03-26 batch share one token).
+func (d *deliveries) handled(token string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if x := d.open[token]; x != nil {
+		x.calls--
+		if x.finished && x.calls <= 0 {
+			delete(d.open, token)
+		}
+	}
 }
 
 // finish settles a request once the handler has written its response:
@@ -53,9 +98,24 @@ func (d *deliveries) expect(token string, id activity.ExecutionID) {
 func (d *deliveries) finish(token string, w *deliveryWriter) {
 	w.FlushError()
 	d.mu.Lock()
-	expected := d.expected[token]
-	delete(d.expected, token)
+	var expected []activity.ExecutionID
+	var refused *activity.Call
+	if x := d.open[token]; x != nil {
+		expected, x.expected, x.finished = x.expected, nil, true
+		if x.calls > 0 && w.status >= 400 {
+			// An HTTP error before any handler ran: none will run now.
+			c := x.call
+			c.Reason = fmt.Sprintf("refused by the MCP layer before the tool ran: HTTP %d %s", w.status, http.StatusText(w.status))
+			refused, x.calls = &c, 0
+		}
+		if x.calls <= 0 {
+			delete(d.open, token)
+		}
+	}
 	d.mu.Unlock()
+	if refused != nil {
+		d.g.recordRefused(context.Background(), *refused)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id := range w.written {
@@ -68,7 +128,7 @@ func (d *deliveries) finish(token string, w *deliveryWriter) {
 	}
 	for _, id := range expected {
 		if !w.written[id] && !w.failed[id] {
-			d.send(deliveryEvent{id, activity.StateNotDelivered, "the agent's connection closed before the result was written"})
+			d.send(deliveryEvent{id, activity.StateNotDelivered, notWritten})
 		}
 	}
 }

@@ -2,6 +2,7 @@ package gatewaylite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -111,6 +112,10 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		}
 		body, status, err := readBody(w, r, lim)
 		if err != nil {
+			// The body was not read: what it held is unknown, its refusal is
+			// recorded all the same.
+			g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: truncate(cmp.Or(r.Header.Get("Mcp-Method"), "unread"), maxSummaryName),
+				ReceivedAt: g.now().UTC(), Reason: fmt.Sprintf("%d: %v (from %s)", status, err, r.RemoteAddr)})
 			w.Header().Set("Connection", "close")
 			http.Error(w, err.Error(), status)
 			return
@@ -122,8 +127,13 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		token := newToken()
 		r.Header.Set(headerActor, actor)
 		r.Header.Set(headerRequest, token)
-		if id := singleCallID(body); id != "" {
-			r.Header.Set(headerRPCID, id)
+		if n, id, tool := callsIn(body); n > 0 {
+			if id != "" {
+				r.Header.Set(headerRPCID, id)
+			}
+			g.delivery.begin(token, n, activity.Call{Actor: actor, Method: "tools/call", Tool: truncate(tool, maxSummaryName),
+				ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(id, maxSummaryName)),
+				ProtocolVersion: optString(r.Header.Get("MCP-Protocol-Version")), SessionID: optString(r.Header.Get("Mcp-Session-Id"))})
 		}
 		dw := &deliveryWriter{ResponseWriter: w}
 		h := stateful
@@ -191,15 +201,31 @@ type rpcMessage struct {
 	} `json:"params"`
 }
 
-// singleCallID returns the raw JSON-RPC id of the request body when it is
-// one tools/call (batches of the 2025-03-26 era carry several; their ids
-// are not attributed to calls and stay "not recorded").
-func singleCallID(body []byte) string {
-	var m rpcMessage
-	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
-		return ""
+// callsIn counts the tools/call requests in a body (one message, or a
+// 2025-03-26 batch) and returns the raw JSON-RPC id of a single one (the
+// ids in a batch are not attributed to calls and stay "not recorded").
+func callsIn(body []byte) (n int, id, tool string) {
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return 0, "", ""
 	}
-	return string(m.ID)
+	if b[0] == '{' {
+		var m rpcMessage
+		if json.Unmarshal(b, &m) == nil && m.Method == "tools/call" && len(m.ID) > 0 {
+			return 1, string(m.ID), m.Params.Name
+		}
+		return 0, "", ""
+	}
+	var batch []rpcMessage
+	if b[0] != '[' || json.Unmarshal(b, &batch) != nil {
+		return 0, "", ""
+	}
+	for _, m := range batch {
+		if m.Method == "tools/call" && len(m.ID) > 0 {
+			n++
+		}
+	}
+	return n, "", ""
 }
 
 func newToken() string {
@@ -221,6 +247,16 @@ type deliveryWriter struct {
 	written  map[activity.ExecutionID]bool
 	failed   map[activity.ExecutionID]bool
 	writeErr error
+	status   int // the status written; 0 until then
+}
+
+func (d *deliveryWriter) WriteHeader(code int) {
+	d.mu.Lock()
+	if d.status == 0 {
+		d.status = code
+	}
+	d.mu.Unlock()
+	d.ResponseWriter.WriteHeader(code)
 }
 
 func (d *deliveryWriter) Write(p []byte) (int, error) {

@@ -1,10 +1,8 @@
 package gatewaylite_test
 
 import (
-	"database/sql"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -76,6 +74,9 @@ func TestSessionIsBoundToItsActor(t *testing.T) {
 	if h.target.Total() != 0 {
 		t.Fatal("B's call reached the target")
 	}
+	if n := h.countCalls(`actor = 'agent:other' AND disposition = 'refused' AND reason LIKE 'refused by the MCP layer before the tool ran: HTTP 403%'`); n != 1 {
+		t.Fatalf("B's refused call recorded %d times, want once", n)
+	}
 	// A's session is intact.
 	if res := mustCall(t, cs, "deploy_release", map[string]any{"service": "x", "version": "1"}, nil); res.IsError {
 		t.Fatalf("A's own session: %s", resultText(res))
@@ -120,15 +121,22 @@ func TestRateLimitRefusesAndRecords(t *testing.T) {
 	if codes[2] != http.StatusTooManyRequests || codes[3] != http.StatusTooManyRequests {
 		t.Fatalf("statuses %v: want the 3rd and 4th refused with 429", codes)
 	}
-	c, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "gw.db")+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var refused int
-	c.QueryRow(`SELECT count(*) FROM calls WHERE disposition = ? AND reason LIKE '429: rate limit%' AND tool = 'deploy_release'`,
-		string(activity.DispositionRefused)).Scan(&refused)
+	refused := h.countCalls(`disposition = ? AND reason LIKE '429: rate limit%' AND tool = 'deploy_release'`, string(activity.DispositionRefused))
 	if refused != 2 {
 		t.Fatalf("%d rate-limited calls recorded, want 2", refused)
+	}
+}
+
+// A call of a tool that does not exist gets the SDK's standard JSON-RPC
+// error, and is recorded.
+func TestUnknownToolIsRecorded(t *testing.T) {
+	h := newHarness(t, "")
+	for _, era := range eras {
+		if _, err := call(t, h.connect(era, false), "no_such_tool", map[string]any{}, nil); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+			t.Fatalf("%s: %v", era, err)
+		}
+	}
+	if n := h.countCalls(`tool = 'no_such_tool' AND disposition = 'refused' AND reason = 'no such tool'`); n != len(eras) {
+		t.Fatalf("%d unknown-tool calls recorded, want %d", n, len(eras))
 	}
 }

@@ -118,6 +118,8 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	g.events = mcp.NewMemoryEventStore(nil)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "mcpdup-gateway", Version: opts.Version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+	g.server.AddReceivingMiddleware(g.everyCall)
+	g.addAgentTools()
 	client := newHTTPClient()
 	for i := range cfg.Tools {
 		t := &cfg.Tools[i]

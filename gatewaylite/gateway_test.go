@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,7 @@ func TestBothProtocolEras(t *testing.T) {
 				}
 				names = append(names, tool.Name)
 			}
-			if len(names) != 5 {
+			if len(names) != 7 || !slices.Contains(names, gatewaylite.ToolExecutionStatus) || !slices.Contains(names, gatewaylite.ToolRequestVerification) {
 				t.Fatalf("tools: %v", names)
 			}
 			res := mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": "2.4.1"}, nil)

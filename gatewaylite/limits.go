@@ -50,8 +50,8 @@ const (
 	DefaultReadHeaderTimeout      = 10 * time.Second
 	DefaultReadTimeout            = 30 * time.Second
 	DefaultIdleTimeout            = 2 * time.Minute
-	DefaultRatePerSecond          = 50
-	DefaultRateBurst              = 100
+	DefaultRatePerSecond          = 200
+	DefaultRateBurst              = 400
 	DefaultUnauthenticatedRecords = 20
 )
 

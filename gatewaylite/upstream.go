@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,6 +75,10 @@ func (g *Gateway) connectUpstream(ctx context.Context, u UpstreamConfig) error {
 		if spec.schema, err = compileSchema(schema); err != nil {
 			g.log.Warn("upstream tool schema not enforced by the gateway", "upstream", u.Name, "tool", tool.Name, "error", err)
 			spec.schema = nil
+		}
+		if strings.HasPrefix(tool.Name, reservedPrefix) {
+			g.log.Warn("upstream tool not offered: the mcpdup_ prefix is the gateway's own", "upstream", u.Name, "tool", tool.Name)
+			continue
 		}
 		g.addTool(spec, &mcp.Tool{Name: tool.Name, Description: tool.Description, InputSchema: json.RawMessage(schema), Annotations: tool.Annotations})
 	}
