@@ -40,6 +40,7 @@ import (
 	"github.com/mcpdup/mcpdup/tui/cells"
 	"github.com/mcpdup/mcpdup/tui/detail"
 	"github.com/mcpdup/mcpdup/tui/importfile"
+	"github.com/mcpdup/mcpdup/tui/operator"
 	"github.com/mcpdup/mcpdup/tui/pending"
 	"github.com/mcpdup/mcpdup/tui/suspects"
 	"github.com/mcpdup/mcpdup/tui/timerange"
@@ -103,6 +104,9 @@ type Model struct {
 	runs     *browse.Model
 	rangeAsk *timerange.Model
 	fileAsk  *importfile.Model
+	opAsk    *operator.Model
+	// awaiting is the decision held while opAsk asks who makes it.
+	awaiting tea.Msg
 	execList []activity.Execution // the executions browser's rows
 	help     help.Model
 	showHelp bool
@@ -127,10 +131,10 @@ func New(s *activity.Store, opts Options) *Model {
 	sus, det, pend := suspects.New(styles), detail.New(styles), pending.New(styles)
 	execs := browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange)
 	runs := browse.New("agent runs (the Sessions log)", styles)
-	rangeAsk, fileAsk := timerange.New(styles), importfile.New(styles)
+	rangeAsk, fileAsk, opAsk := timerange.New(styles), importfile.New(styles), operator.New(styles)
 	m := &Model{
 		store: s, opts: opts,
-		suspects: &sus, detail: &det, pending: &pend, execs: &execs, runs: &runs, rangeAsk: &rangeAsk, fileAsk: &fileAsk,
+		suspects: &sus, detail: &det, pending: &pend, execs: &execs, runs: &runs, rangeAsk: &rangeAsk, fileAsk: &fileAsk, opAsk: &opAsk,
 		help: help.New(), auditTxt: "audit: checking…", loading: true,
 	}
 	m.tabs = []tab{
@@ -139,7 +143,7 @@ func New(s *activity.Store, opts Options) *Model {
 		{name: "3 executions", view: m.execs},
 		{name: "4 sessions", view: m.runs},
 	}
-	m.asks = []Component{m.fileAsk, m.rangeAsk}
+	m.asks = []Component{m.fileAsk, m.rangeAsk, m.opAsk}
 	return m
 }
 
@@ -226,10 +230,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.setStatus(msg.what, false)
 		m.logSize = max(m.logSize, msg.logSize)
 		return m, m.reload()
-	case pending.ResolveMsg:
-		return m, resolve(m.store, activity.Resolution{ExecutionID: msg.Execution, Outcome: msg.Outcome, Operator: m.opts.Operator, Note: msg.Note})
-	case pending.DecideMsg:
-		return m, decide(m.store, msg.Approval, msg.State, m.opts.Operator, msg.Note)
+	case pending.ResolveMsg, pending.DecideMsg:
+		return m, m.decideAs(msg)
 	case tickMsg:
 		return m, tea.Batch(logSize(m.store), tick(m.opts.Poll))
 	case sizeMsg:
@@ -339,6 +341,12 @@ func (m *Model) globalKey(km tea.KeyMsg) (tea.Cmd, bool) {
 // take collects what the views handed back during the last key (see the
 // package doc): an answered prompt, an opened suspect, a view left.
 func (m *Model) take() tea.Cmd {
+	if name, ok := m.opAsk.Take(); ok {
+		m.opts.Operator = name
+		msg := m.awaiting
+		m.awaiting = nil
+		return m.decideAs(msg)
+	}
 	if path, ok := m.fileAsk.Take(); ok {
 		if m.opts.Import == nil {
 			m.setStatus("import is not available in this console", true)
@@ -357,6 +365,22 @@ func (m *Model) take() tea.Cmd {
 	}
 	if m.detail.TakeBack() && m.inDetail() {
 		m.stack = m.stack[:len(m.stack)-1]
+	}
+	return nil
+}
+
+// decideAs records an operator's decision under their name, asking for
+// the name first if the console has none.
+func (m *Model) decideAs(msg tea.Msg) tea.Cmd {
+	if m.opts.Operator == "" {
+		m.awaiting = msg
+		return m.opAsk.Open()
+	}
+	switch msg := msg.(type) {
+	case pending.ResolveMsg:
+		return resolve(m.store, activity.Resolution{ExecutionID: msg.Execution, Outcome: msg.Outcome, Operator: m.opts.Operator, Note: msg.Note})
+	case pending.DecideMsg:
+		return decide(m.store, msg.Approval, msg.State, m.opts.Operator, msg.Note)
 	}
 	return nil
 }

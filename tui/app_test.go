@@ -643,3 +643,40 @@ func TestHostileTextEscapedInTheConsole(t *testing.T) {
 		}
 	}
 }
+
+// A console opened without a name looks freely and asks once, inline,
+// when a decision must record who made it.
+func TestConsoleAsksForTheOperatorOnce(t *testing.T) {
+	s, ids := testStore(t)
+	m := New(s, Options{Poll: -1})
+	run(m, m.Init())
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	press(m, "2")
+	press(m, "x")
+	for _, r := range "no ticket in the tracker" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	run(m, press(m, "y"))
+	if !m.opAsk.IsOpen() || !strings.Contains(m.View(), "your name: ") {
+		t.Fatalf("a decision without a name must ask for one:\n%s", m.View())
+	}
+	if e, _ := s.Execution(ctx, ids["ticket"]); e.State != activity.StateUnknown {
+		t.Fatal("nothing may be written before the name is given")
+	}
+	run(m, press(m, "enter")) // an empty name is refused
+	if !m.opAsk.IsOpen() {
+		t.Fatal("an empty name was accepted")
+	}
+	for _, r := range "bob" {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	res, _ := s.Resolutions(ctx, ids["ticket"])
+	if len(res) != 1 || res[0].Operator != "bob" || res[0].Note != "no ticket in the tracker" {
+		t.Fatalf("resolution after the name: %+v", res)
+	}
+	if m.opts.Operator != "bob" {
+		t.Fatalf("the name must be kept for the next decision: %q", m.opts.Operator)
+	}
+}

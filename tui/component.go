@@ -7,6 +7,7 @@ import (
 	"github.com/mcpdup/mcpdup/tui/browse"
 	"github.com/mcpdup/mcpdup/tui/detail"
 	"github.com/mcpdup/mcpdup/tui/importfile"
+	"github.com/mcpdup/mcpdup/tui/operator"
 	"github.com/mcpdup/mcpdup/tui/pending"
 	"github.com/mcpdup/mcpdup/tui/suspects"
 	"github.com/mcpdup/mcpdup/tui/timerange"
@@ -36,4 +37,5 @@ var (
 	_ Component = (*browse.Model)(nil)
 	_ Component = (*timerange.Model)(nil)
 	_ Component = (*importfile.Model)(nil)
+	_ Component = (*operator.Model)(nil)
 )

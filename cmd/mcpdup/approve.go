@@ -58,7 +58,7 @@ func (c *ApprovalsCmd) Run(g *Globals) error {
 type ApproveCmd struct {
 	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...)."`
 	Note     string `help:"Why (recorded)."`
-	Operator string `env:"USER" help:"Who decides (default: $USER)."`
+	Operator string `env:"USER" help:"Who decides (default: $USER, else $LOGNAME, else the OS account)."`
 }
 
 func (c *ApproveCmd) Help() string {
@@ -74,7 +74,7 @@ func (c *ApproveCmd) Run(g *Globals) error {
 type DenyCmd struct {
 	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...)."`
 	Note     string `required:"" help:"Why (recorded, and returned to the agent)."`
-	Operator string `env:"USER" help:"Who decides (default: $USER)."`
+	Operator string `env:"USER" help:"Who decides (default: $USER, else $LOGNAME, else the OS account)."`
 }
 
 func (c *DenyCmd) Help() string {
@@ -91,7 +91,7 @@ func (c *DenyCmd) Run(g *Globals) error {
 
 func decide(g *Globals, id string, state activity.ApprovalState, operator, note string) error {
 	ctx := context.Background()
-	s, err := g.openAsOperator(ctx, operator)
+	s, err := g.openAsOperator(ctx, &operator)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 // ConsoleCmd opens the interactive console.
 type ConsoleCmd struct {
 	Files    []string      `arg:"" optional:"" name:"FILE" type:"existingfile" help:"Log files to import first (as mcpdup import does)."`
-	Operator string        `env:"USER" help:"Who resolves (recorded with each resolution; default: $USER)."`
+	Operator string        `env:"USER" help:"Who resolves (recorded with each resolution; default: $USER, else $LOGNAME, else the OS account)."`
 	NoLive   bool          `help:"Do not watch the database for new activity."`
 	Window   time.Duration `help:"Grouping window, as for mcpdup analyze."`
 }
@@ -45,9 +45,9 @@ Examples:
 }
 
 func (c *ConsoleCmd) Run(g *Globals) error {
-	if err := requireOperator(c.Operator); err != nil {
-		return err
-	}
+	// Looking needs no name; the console asks for one the first time an
+	// action records it, if none is found here.
+	c.Operator = operatorName(c.Operator)
 	if !interactive() {
 		return &exitError{code: 2, err: errors.New("console needs a terminal on stdin and stdout (scripts use mcpdup analyze, status and resolve)")}
 	}
@@ -97,7 +97,7 @@ func runConsole(s *activity.Store, opts tui.Options) error {
 // DemoCmd runs the scripted incident and opens the console on it.
 type DemoCmd struct {
 	NoConsole bool   `help:"Build the demo database and stop; print how to open it."`
-	Operator  string `env:"USER" help:"Who resolves in the console (default: $USER, else 'demo')."`
+	Operator  string `env:"USER" help:"Who resolves in the console (default: $USER, else $LOGNAME, else the OS account; else the console asks)."`
 }
 
 func (c *DemoCmd) Help() string {
@@ -162,10 +162,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 		fmt.Fprintf(g.stderr, "no terminal here, so no console. In a terminal, open it with:\n  %s\n", again)
 		return nil
 	}
-	operator := c.Operator
-	if operator == "" {
-		operator = "demo"
-	}
+	operator := operatorName(c.Operator)
 	if err := runConsole(s, tui.Options{Operator: operator}); err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func (c *GatewayCmd) Run(g *Globals) error {
 // LockCmd locks the vault: the gateway refuses every call.
 type LockCmd struct {
 	Reason   string `required:"" help:"Why (recorded in the log)."`
-	Operator string `env:"USER" help:"Who is locking (default: $USER)."`
+	Operator string `env:"USER" help:"Who is locking (default: $USER, else $LOGNAME, else the OS account)."`
 }
 
 func (c *LockCmd) Help() string {
@@ -113,7 +113,7 @@ func (c *LockCmd) Run(g *Globals) error { return setVault(g, true, c.Operator, c
 // UnlockCmd unlocks the vault.
 type UnlockCmd struct {
 	Reason   string `required:"" help:"Why (recorded in the log)."`
-	Operator string `env:"USER" help:"Who is unlocking (default: $USER)."`
+	Operator string `env:"USER" help:"Who is unlocking (default: $USER, else $LOGNAME, else the OS account)."`
 }
 
 func (c *UnlockCmd) Help() string {
@@ -125,7 +125,7 @@ func (c *UnlockCmd) Run(g *Globals) error { return setVault(g, false, c.Operator
 
 func setVault(g *Globals, locked bool, operator, reason string) error {
 	ctx := context.Background()
-	s, err := g.openAsOperator(ctx, operator)
+	s, err := g.openAsOperator(ctx, &operator)
 	if err != nil {
 		return err
 	}

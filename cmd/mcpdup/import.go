@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -48,12 +49,22 @@ Examples:
 
 func (c *ImportCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := g.openStore(ctx, importStore)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	opts := importers.Options{Format: c.Format, SkipBad: c.SkipBad, DryRun: c.DryRun, ExportKey: c.exportKey(g), AllowUnsealed: c.AllowUnsealed}
+	var s *activity.Store
+	var err error
+	if c.DryRun {
+		var done func()
+		s, opts.SeenIn, done, err = dryRunStores(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer done()
+	} else {
+		if s, err = g.openStore(ctx, importStore); err != nil {
+			return err
+		}
+		defer s.Close()
+	}
 	if c.TrustedCheckpoint != "" {
 		b, err := os.ReadFile(c.TrustedCheckpoint)
 		if err != nil {
@@ -155,3 +166,35 @@ func (c *ImportCmd) exportKey(g *Globals) func(origin string) (string, bool, err
 }
 
 func formatList() string { return strings.Join(importers.Formats(), ", ") }
+
+// dryRunStores gives a dry run a scratch store to import into (a fresh
+// database with its own keys in a temporary directory, removed when it
+// closes) and, when --db exists, that database opened read-only to look
+// re-imports up in. Nothing is created or written at --db or in the key
+// directory: opening the real store for writing would migrate its
+// schema, create keys or seal a tail an earlier writer left.
+func dryRunStores(ctx context.Context, g *Globals) (scratch, seen *activity.Store, done func(), err error) {
+	dir, err := os.MkdirTemp("", "mcpdup-dry-run-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	scratch, err = activity.Open(ctx, filepath.Join(dir, "dry-run.db"), activity.Options{KeyDir: filepath.Join(dir, "keys"), PageSize: activity.ImportPageSize})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	if _, err := os.Stat(g.dbPath()); err == nil {
+		if seen, err = g.openStore(ctx, readStore); err != nil {
+			scratch.Close()
+			os.RemoveAll(dir)
+			return nil, nil, nil, err
+		}
+	}
+	return scratch, seen, func() {
+		scratch.Close()
+		if seen != nil {
+			seen.Close()
+		}
+		os.RemoveAll(dir)
+	}, nil
+}

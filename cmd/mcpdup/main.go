@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 
 	"github.com/alecthomas/kong"
 	"github.com/willabides/kongplete"
@@ -65,17 +66,34 @@ func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Stor
 	return activity.Open(ctx, path, opts)
 }
 
-// requireOperator names who acts, for commands that record it.
-func requireOperator(op string) error {
-	if op == "" {
-		return errors.New("--operator is required when $USER is not set")
+// operatorName is who acts, as git finds an author: the flag (which kong
+// fills from $USER), then $LOGNAME, then the OS account. "" when none
+// names anyone (a container's exec shell, cron).
+func operatorName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if n := os.Getenv("LOGNAME"); n != "" {
+		return n
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return ""
+}
+
+// requireOperator settles *op, for commands that record who acts.
+func requireOperator(op *string) error {
+	if *op = operatorName(*op); *op == "" {
+		return &exitError{code: 2, err: errors.New("who is acting? give --operator NAME (neither $USER, $LOGNAME nor the OS account names you)")}
 	}
 	return nil
 }
 
-// openAsOperator opens the store for writing on behalf of operator, whom
-// every operator action (resolve, approve, deny, lock, unlock) must name.
-func (g *Globals) openAsOperator(ctx context.Context, operator string) (*activity.Store, error) {
+// openAsOperator opens the store for writing on behalf of *operator,
+// settled first: every operator action (resolve, approve, deny, lock,
+// unlock) names who took it.
+func (g *Globals) openAsOperator(ctx context.Context, operator *string) (*activity.Store, error) {
 	if err := requireOperator(operator); err != nil {
 		return nil, err
 	}

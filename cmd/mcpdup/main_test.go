@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -474,4 +478,73 @@ func demoDB(t *testing.T) (dir, db string) {
 	t.Setenv("MCPDUP_DB", db)
 	t.Setenv("MCPDUP_KEY_DIR", keys)
 	return dir, db
+}
+
+// Without $USER (a kubectl exec shell, cron) the operator comes from
+// $LOGNAME, then the OS account, as git finds an author.
+func TestOperatorWithoutUSER(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MCPDUP_KEY_DIR", filepath.Join(dir, "keys"))
+	t.Setenv("MCPDUP_DB", filepath.Join(dir, "ops.db"))
+	if code, _, errs := mcpdup(t, "init"); code != 0 {
+		t.Fatalf("init: %d %s", code, errs)
+	}
+	t.Setenv("USER", "")
+	t.Setenv("LOGNAME", "carol")
+	if code, out, errs := mcpdup(t, "lock", "--reason", "drill"); code != 0 || !strings.Contains(out, "carol") {
+		t.Fatalf("lock with $LOGNAME only: %d %s %s", code, out, errs)
+	}
+	t.Setenv("LOGNAME", "")
+	u, err := user.Current()
+	if err != nil || u.Username == "" {
+		t.Skip("this machine's account has no name to fall back to")
+	}
+	if code, out, errs := mcpdup(t, "unlock", "--reason", "drill over"); code != 0 || !strings.Contains(out, u.Username) {
+		t.Fatalf("unlock with neither: %d %s %s (want the OS account %q)", code, out, errs, u.Username)
+	}
+}
+
+// import --dry-run writes nothing: no database, no key, and an existing
+// database's files are byte for byte unchanged; a re-import is still
+// recognised.
+func TestImportDryRunWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "new.db"), filepath.Join(dir, "keys")
+	sally := "../../importers/testdata/sallyport/activity.jsonl"
+	code, out, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, "--dry-run", sally)
+	if code != 0 || !strings.Contains(out, "dry run: would import") {
+		t.Fatalf("dry run into nothing: %d %s %s", code, out, errs)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a dry run created %v", entries)
+	}
+	if code, _, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, sally); code != 0 {
+		t.Fatalf("real import: %d %s", code, errs)
+	}
+	snapshot := func() map[string]string {
+		m := map[string]string{}
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(p)
+				// SQLite's own index and an empty WAL appear for any reader
+				// of a WAL database (analyze makes them too): not data.
+				if strings.HasSuffix(p, "-shm") || (strings.HasSuffix(p, "-wal") && len(b) == 0) {
+					return nil
+				}
+				m[p] = fmt.Sprintf("%x", sha256.Sum256(b))
+			}
+			return nil
+		})
+		return m
+	}
+	before := snapshot()
+	otlp := "../../importers/testdata/otlp/traces.jsonl"
+	code, out, errs = mcpdup(t, "import", "--db", db, "--key-dir", keys, "--dry-run", "-o", "json", sally, otlp)
+	var reps []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &reps) != nil || len(reps) != 2 || reps[0]["already_imported"] != true || reps[1]["already_imported"] == true {
+		t.Fatalf("dry run beside an existing database: %d %s %s", code, out, errs)
+	}
+	if after := snapshot(); !maps.Equal(before, after) {
+		t.Fatalf("a dry run changed the files:\nbefore %v\nafter  %v", before, after)
+	}
 }

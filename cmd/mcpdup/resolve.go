@@ -14,7 +14,7 @@ type ResolveCmd struct {
 	Rejected  bool   `xor:"outcome" help:"The action did not take effect (a new call may act again)."`
 	Note      string `required:"" help:"What you checked, in a sentence (required)."`
 	Evidence  string `help:"A reference to the evidence: a ticket, a target record id, a URL."`
-	Operator  string `env:"USER" help:"Who is resolving (default: $USER)."`
+	Operator  string `env:"USER" help:"Who is resolving (default: $USER, else $LOGNAME, else the OS account)."`
 	Output    string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 }
 
@@ -45,7 +45,7 @@ func (c *ResolveCmd) outcome() activity.ResolutionOutcome {
 
 func (c *ResolveCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	s, err := g.openAsOperator(ctx, c.Operator)
+	s, err := g.openAsOperator(ctx, &c.Operator)
 	if err != nil {
 		return err
 	}
