@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -83,12 +85,25 @@ type CheckResult struct {
 	Recovered int `json:"recovered"`
 	// StillUnknown: executions whose last completion is info.
 	StillUnknown      int      `json:"still_unknown"`
-	DuplicatedEffects []string `json:"duplicated_effects,omitempty"`
+	DuplicatedEffects []string `json:"duplicated_effects,omitempty"` // their effect keys, as before
+	// Duplicates names each duplicated effect: its tool and target, and
+	// the executions that each performed it.
+	Duplicates []DuplicatedEffect `json:"duplicates,omitempty"`
+}
+
+// DuplicatedEffect is one effect the target performed more than once.
+type DuplicatedEffect struct {
+	EffectKey  string                 `json:"effect_key"`
+	Tool       string                 `json:"tool"`
+	Target     string                 `json:"target,omitempty"`
+	Method     string                 `json:"method,omitempty"`
+	Executions []activity.ExecutionID `json:"executions"`
 }
 
 // Checker folds a history into a CheckResult; feed it ops in order.
 type Checker struct {
 	okBy    map[string]map[activity.ExecutionID]bool
+	toolOf  map[string]string             // effect key → tool, for the ones that succeeded
 	pending map[activity.ExecutionID]bool // invoked, not completed
 	unknown map[activity.ExecutionID]bool
 	res     CheckResult
@@ -96,7 +111,7 @@ type Checker struct {
 
 // NewChecker returns an empty checker.
 func NewChecker() *Checker {
-	return &Checker{okBy: map[string]map[activity.ExecutionID]bool{}, pending: map[activity.ExecutionID]bool{},
+	return &Checker{okBy: map[string]map[activity.ExecutionID]bool{}, toolOf: map[string]string{}, pending: map[activity.ExecutionID]bool{},
 		unknown: map[activity.ExecutionID]bool{}}
 }
 
@@ -122,6 +137,7 @@ func (c *Checker) Add(op Op) {
 		}
 		if c.okBy[op.Value] == nil {
 			c.okBy[op.Value] = map[activity.ExecutionID]bool{}
+			c.toolOf[op.Value] = op.F
 		}
 		c.okBy[op.Value][op.Execution] = true
 	case "fail":
@@ -136,14 +152,21 @@ func (c *Checker) Add(op Op) {
 func (c *Checker) Result() CheckResult {
 	r := c.res
 	r.Lost, r.StillUnknown = len(c.pending), len(c.unknown)
-	r.DuplicatedEffects = nil
+	r.DuplicatedEffects, r.Duplicates = nil, nil
 	for v, execs := range c.okBy {
 		if len(execs) > 1 {
 			r.Duplicated++
 			r.DuplicatedEffects = append(r.DuplicatedEffects, v)
+			d := DuplicatedEffect{EffectKey: v, Tool: c.toolOf[v]}
+			for id := range execs {
+				d.Executions = append(d.Executions, id)
+			}
+			slices.Sort(d.Executions)
+			r.Duplicates = append(r.Duplicates, d)
 		}
 	}
 	sort.Strings(r.DuplicatedEffects)
+	slices.SortFunc(r.Duplicates, func(a, b DuplicatedEffect) int { return strings.Compare(a.EffectKey, b.EffectKey) })
 	return r
 }
 
@@ -154,5 +177,13 @@ func Check(ctx context.Context, s *activity.Store) (CheckResult, error) {
 		c.Add(op)
 		return nil
 	})
-	return c.Result(), err
+	r := c.Result()
+	// The target and method are the executions' own: read for the few
+	// duplicated effects only.
+	for i, d := range r.Duplicates {
+		if e, err := s.Execution(ctx, d.Executions[0]); err == nil {
+			r.Duplicates[i].Target, r.Duplicates[i].Method = e.Target, e.Method
+		}
+	}
+	return r, err
 }

@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 
+	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/report"
 )
 
 // HistoryCmd exports the lifecycle as a Jepsen-style history.
 type HistoryCmd struct {
 	Check  bool   `help:"Print the checker's counts instead of the operations."`
-	Output string `short:"o" enum:"jsonl,json,table" default:"jsonl" help:"Operations as JSON lines; with --check, json or table."`
+	Output string `short:"o" enum:"jsonl,json,table" default:"jsonl" help:"Operations as JSON lines (jsonl, json is the same) or a table; with --check, the counts as json or a table."`
 }
 
 func (c *HistoryCmd) Help() string {
@@ -22,8 +27,12 @@ settles an info and is marked recovered. The checker counts duplicated
 effects (an effect performed by two executions), lost invocations (never
 completed), recovered and still-unknown ones.
 
+Exit 1 when the checker finds a duplicated effect or a lost invocation
+(as analyze --fail-on does), so a script or a chaos run can gate on it.
+
 Examples:
   mcpdup history --db ./gw.db > history.jsonl
+  mcpdup history --db ./gw.db -o table | less
   mcpdup history --db ./gw.db --check`
 }
 
@@ -34,21 +43,94 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	if c.Check {
-		res, err := analyze.Check(ctx, s)
-		if err != nil {
-			return err
+	if !c.Check {
+		if c.Output == "table" {
+			return writeOpsTable(ctx, g.stdout, s)
 		}
-		if c.Output == "json" {
-			return writeJSON(g.stdout, res)
-		}
-		fmt.Fprintf(g.stdout, "invocations %d\nok %d\nfail %d\ninfo %d\nduplicated %d\nlost %d\nrecovered %d\nstill unknown %d\n",
-			res.Invocations, res.OK, res.Fail, res.Info, res.Duplicated, res.Lost, res.Recovered, res.StillUnknown)
-		for _, e := range res.DuplicatedEffects {
-			fmt.Fprintf(g.stdout, "duplicated effect %s\n", e)
-		}
-		return nil
+		enc := json.NewEncoder(g.stdout)
+		return analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
 	}
-	enc := json.NewEncoder(g.stdout)
-	return analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
+	res, err := analyze.Check(ctx, s)
+	if err != nil {
+		return err
+	}
+	if c.Output == "json" {
+		err = writeJSON(g.stdout, res)
+	} else {
+		writeCheckTable(g.stdout, res)
+	}
+	if err != nil {
+		return err
+	}
+	// Like analyze --fail-on: a script (CI, a chaos run) reads the exit code.
+	if res.Duplicated > 0 || res.Lost > 0 {
+		fmt.Fprintf(g.stderr, "mcpdup history: %d duplicated effect(s), %d lost invocation(s)\n", res.Duplicated, res.Lost)
+		return errSilent
+	}
+	return nil
+}
+
+func writeCheckTable(w io.Writer, res analyze.CheckResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range []struct {
+		name string
+		n    int
+		what string
+	}{
+		{"invocations", res.Invocations, "dispatches (invoke)"},
+		{"ok", res.OK, "the target acted"},
+		{"fail", res.Fail, "it did not"},
+		{"info", res.Info, "nobody knew at the time"},
+		{"recovered", res.Recovered, "infos settled later (lookup, resend, operator)"},
+		{"still unknown", res.StillUnknown, "last completion is info"},
+		{"lost", res.Lost, "never completed"},
+		{"duplicated", res.Duplicated, "effects performed by two executions or more"},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.n, r.what)
+	}
+	tw.Flush()
+	if len(res.Duplicates) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DUPLICATED EFFECT\tTOOL\tTARGET\tEXECUTIONS")
+	for _, d := range res.Duplicates {
+		ids := make([]string, len(d.Executions))
+		for i, id := range d.Executions {
+			ids[i] = string(id)
+		}
+		target := strings.TrimSpace(d.Method + " " + d.Target)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", report.ShortID(d.EffectKey), d.Tool, target, strings.Join(ids, ", "))
+	}
+	tw.Flush()
+}
+
+// writeOpsTable streams the history as fixed-width columns, so a long
+// history is never held to align it.
+func writeOpsTable(ctx context.Context, w io.Writer, s *activity.Store) error {
+	fmt.Fprintf(w, "%-9s %-6s %-30s %-24s %-24s %s\n", "INDEX", "TYPE", "EXECUTION", "TOOL", "TIME", "NOTE")
+	return analyze.History(ctx, s, func(op analyze.Op) error {
+		at := ""
+		if op.Time != nil {
+			at = op.Time.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		var note []string
+		if op.Recovered {
+			note = append(note, "recovered")
+		}
+		if op.ReadOnly {
+			note = append(note, "read")
+		}
+		_, err := fmt.Fprintf(w, "%-9d %-6s %-30s %-24s %-24s %s\n", op.Index, op.Type, op.Execution, cells(op.F, 24), at, strings.Join(note, " "))
+		return err
+	})
+}
+
+// cells cuts s to n runes, marking the cut.
+func cells(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -266,13 +267,28 @@ contract = "blocked_after_unknown"
 	if code, _, errs := mcpdup(t, "report", "sus_nope"); code != 1 || !strings.Contains(errs, "no suspect sus_nope") {
 		t.Fatalf("report of a missing suspect: %d %s", code, errs)
 	}
-	code, out, _ = mcpdup(t, "history", "--check")
-	if code != 0 || !strings.Contains(out, "duplicated 3") {
-		t.Fatalf("history --check:\n%s", out)
+	code, out, errs = mcpdup(t, "history", "--check")
+	if code != 1 || !regexp.MustCompile(`duplicated\s+3\s`).MatchString(out) || !strings.Contains(errs, "3 duplicated effect(s), 2 lost invocation(s)") ||
+		!strings.Contains(out, "scale_service") || !strings.Contains(out, "TARGET") {
+		t.Fatalf("history --check: exit %d (want 1: duplicated effects)\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = mcpdup(t, "history", "--check", "-o", "json")
+	var chk struct {
+		Duplicates []struct {
+			Tool, Target string
+			Executions   []string
+		}
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &chk) != nil || len(chk.Duplicates) != 3 || chk.Duplicates[0].Tool == "" || len(chk.Duplicates[0].Executions) < 2 {
+		t.Fatalf("history --check -o json: %d\n%s", code, out)
 	}
 	code, out, _ = mcpdup(t, "history")
 	if code != 0 || !strings.Contains(out, `"type":"invoke"`) || strings.Count(out, "\n") < 20 {
 		t.Fatalf("history:\n%s", out)
+	}
+	code, out, _ = mcpdup(t, "history", "-o", "table")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !strings.HasPrefix(lines[0], "INDEX") || strings.Contains(out, "{") || len(lines) < 20 {
+		t.Fatalf("history -o table:\n%s", out)
 	}
 	for flag, want := range map[string]int{"none": 0, "duplicate": 1, "risk": 1, "unknown": 1} {
 		if code, _, _ := mcpdup(t, "analyze", "--fail-on", flag); code != want {
