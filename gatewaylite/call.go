@@ -67,12 +67,14 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	// connection must not abandon a dispatch half-recorded.
 	ctx = context.WithoutCancel(ctx)
 	received := g.now().UTC()
+	start := time.Now()
 	call := activity.Call{Actor: info.actor, Method: "tools/call", Tool: spec.name, ReceivedAt: received,
 		JSONRPCID: optString(info.rpcID), SessionID: optString(info.session), ProtocolVersion: optString(info.protocol)}
 
 	if err := spec.schema.check(req.Params.Arguments, spec.args.SecretArgs); err != nil {
 		call.Disposition, call.Reason = activity.DispositionRefused, "arguments do not match the tool's input_schema: "+err.Error()
 		g.recordRefused(ctx, call)
+		g.log.Info("call refused", "actor", call.Actor, "tool", call.Tool, "why", "input_schema")
 		return errorResult("Invalid arguments for %s: %v. Nothing was sent to the target; correct the arguments and call again.", spec.name, err), nil
 	}
 	intent, err := g.fp.PrepareArgs(req.Params.Arguments, spec.args)
@@ -166,13 +168,28 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		if outcomeState(activity.State(res.state)) {
 			g.delivery.expect(info.token, exec.ID)
 		}
+		g.logCall(call, rec, res, start)
 		return res.result, nil
 	}
 	res := g.proceed(ctx, spec, exec, rec, intent.Send, call.ID)
 	if outcomeState(activity.State(res.state)) {
 		g.delivery.expect(info.token, exec.ID)
 	}
+	g.logCall(call, rec, res, start)
 	return res.result, nil
+}
+
+// logCall is the one operational line per call: who, what, which
+// execution, what the gateway decided and where it stands. Never the
+// arguments: they may hold what secret_args does not name.
+func (g *Gateway) logCall(c activity.Call, rec activity.Recovery, res answer, start time.Time) {
+	g.log.Info("call", "actor", c.Actor, "tool", c.Tool, "execution", c.ExecutionID, "call", c.ID,
+		"disposition", c.Disposition, "recovery", rec, "state", res.state, "ms", time.Since(start).Milliseconds())
+}
+
+// logTransition records, at debug level, a transition once committed.
+func (g *Gateway) logTransition(e activity.Execution, why string) {
+	g.log.Debug("transition", "execution", e.ID, "tool", e.Tool, "state", e.State, "why", why)
 }
 
 // authorize runs the authorization ladder inside the accepting
@@ -397,6 +414,7 @@ func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, ou
 		}
 		return exec
 	}
+	g.logTransition(next, prefix+out.Reason)
 	return next
 }
 
@@ -409,6 +427,8 @@ func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to ac
 	})
 	if err != nil {
 		g.log.Error("record transition", "execution", exec.ID, "to", to, "error", err)
+	} else {
+		g.logTransition(next, reason)
 	}
 	return next, err
 }

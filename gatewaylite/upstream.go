@@ -1,9 +1,11 @@
 package gatewaylite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"strings"
 	"time"
@@ -30,7 +32,12 @@ func (g *Gateway) connectUpstream(ctx context.Context, u UpstreamConfig) error {
 	var transport mcp.Transport
 	target := u.URL
 	if len(u.Command) > 0 {
-		transport = &mcp.CommandTransport{Command: exec.Command(u.Command[0], u.Command[1:]...)}
+		cmd := exec.Command(u.Command[0], u.Command[1:]...)
+		// What the server says on stderr is the operator's to read: each
+		// line becomes a log line naming the upstream (cut at 1 KiB, made
+		// safe for a terminal by the handler's quoting).
+		cmd.Stderr = &stderrLines{log: g.log.With("upstream", u.Name)}
+		transport = &mcp.CommandTransport{Command: cmd}
 		target = "stdio:" + u.Name
 	} else {
 		transport = &mcp.StreamableClientTransport{Endpoint: u.URL, MaxRetries: -1}
@@ -105,4 +112,35 @@ func (u *upstreamTool) dispatch(ctx context.Context, id activity.ExecutionID, ar
 		return Outcome{State: activity.StateFailed, Result: b, Reason: "the upstream tool reported an error"}
 	}
 	return Outcome{State: activity.StateSucceeded, Result: b}
+}
+
+// stderrLines turns an upstream's stderr into log lines.
+type stderrLines struct {
+	log *slog.Logger
+	buf []byte
+}
+
+const maxStderrLine = 1 << 10
+
+func (s *stderrLines) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			if len(s.buf) > maxStderrLine { // a line with no end: say what came so far
+				s.emit(s.buf)
+				s.buf = s.buf[:0]
+			}
+			return len(p), nil
+		}
+		s.emit(s.buf[:i])
+		s.buf = s.buf[i+1:]
+	}
+}
+
+func (s *stderrLines) emit(line []byte) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	s.log.Warn("upstream stderr", "line", truncate(string(line), maxStderrLine))
 }

@@ -46,6 +46,12 @@ fingerprint = ["text"]
 	if !strings.Contains(resultText(res), `"notes":2`) {
 		t.Fatalf("count_notes: %s", resultText(res))
 	}
+	if logs := h.logs.String(); !strings.Contains(logs, `msg="upstream stderr" upstream=notes line="upstreamserver: notes ready"`) {
+		t.Fatalf("the upstream's stderr was not logged:\n%s", logs)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, `msg=call actor=agent:deployer tool=append_note`) {
+		t.Fatalf("no per-call log line:\n%s", logs)
+	}
 	b, _ := os.ReadFile(effects)
 	if string(b) != "note hello\ndigest weekly\n" {
 		t.Fatalf("upstream effects: %q", b)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -145,7 +147,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
 		return err
 	}
-	again := fmt.Sprintf("mcpdup console --db %s --key-dir %s", db, keyDir)
+	again := fmt.Sprintf("%s console --db %s --key-dir %s", selfCommand(), db, keyDir)
 	if c.NoConsole {
 		fmt.Fprintf(g.stderr, "done. Open it with:\n  %s\n", again)
 		return nil
@@ -168,4 +170,24 @@ func (c *DemoCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.stderr, "the demo database stays at %s; open it again with:\n  %s\n", db, again)
 	return nil
+}
+
+// selfCommand is how to run this binary again: "mcpdup" when that is what
+// the shell finds, the binary's own path otherwise, and "go run
+// ./cmd/mcpdup" when it was built by go run (a temporary binary that is
+// gone once it exits).
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "mcpdup"
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/mcpdup"
+	}
+	if onPath, err := exec.LookPath("mcpdup"); err == nil {
+		if a, b := filepath.Clean(onPath), filepath.Clean(exe); a == b {
+			return "mcpdup"
+		}
+	}
+	return exe
 }

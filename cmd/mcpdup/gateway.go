@@ -19,8 +19,9 @@ import (
 
 // GatewayCmd serves the MCP gateway.
 type GatewayCmd struct {
-	Config string `required:"" placeholder:"FILE" help:"Gateway configuration (TOML; see README.md)." type:"existingfile"`
-	Listen string `placeholder:"ADDR" help:"Override the configuration's listen address."`
+	Config   string `required:"" placeholder:"FILE" help:"Gateway configuration (TOML; see README.md)." type:"existingfile"`
+	Listen   string `placeholder:"ADDR" help:"Override the configuration's listen address."`
+	LogLevel string `enum:"debug,info,warn,error" default:"info" env:"MCPDUP_LOG_LEVEL" help:"Log level on stderr: info is a line per call; debug adds each transition (never arguments or secrets)."`
 }
 
 func (c *GatewayCmd) Help() string {
@@ -57,7 +58,9 @@ func (c *GatewayCmd) Run(g *Globals) error {
 		return err
 	}
 	defer store.Close()
-	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var level slog.Level
+	level.UnmarshalText([]byte(c.LogLevel))
+	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: g.keyDir(), Logger: logger, Version: version})
 	if err != nil {
 		return err

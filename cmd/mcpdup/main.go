@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"runtime/debug"
 
 	"github.com/alecthomas/kong"
 	"github.com/willabides/kongplete"
@@ -19,8 +20,41 @@ import (
 	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=...";
+// otherwise buildVersion reads what the Go toolchain stamped.
 var version = "dev"
+
+// buildVersion is version, or the module version and VCS revision the
+// toolchain recorded in the binary (go build in a checkout stamps them).
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			rev = st.Value
+		case "vcs.modified":
+			modified = st.Value
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "devel"
+		if rev != "" {
+			v += " " + rev[:min(12, len(rev))]
+			if modified == "true" {
+				v += "+dirty"
+			}
+		}
+	}
+	return v + " (" + bi.GoVersion + ")"
+}
 
 // Globals are the flags every command shares.
 type Globals struct {
@@ -173,7 +207,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 		kong.Vars{
-			"version":         "mcpdup " + version,
+			"version":         "mcpdup " + buildVersion(),
 			"default_db":      "$XDG_DATA_HOME/mcpdup/mcpdup.db",
 			"default_key_dir": "$XDG_CONFIG_HOME/mcpdup/keys",
 			"formats":         formatList(),
@@ -186,6 +220,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kongplete.Complete(parser, kongplete.WithExitFunc(func(code int) { exitCode = code }))
 	if exitCode >= 0 {
 		return exitCode // answered a completion request
+	}
+	if len(args) == 0 {
+		return firstRun(parser, &cli.Globals, stdout)
 	}
 	ctx, err := parser.Parse(args)
 	if exitCode >= 0 {
@@ -211,4 +248,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return coder.ExitCode()
 	}
 	return 1
+}
+
+// firstRun is bare mcpdup: the commands, and where to start. With no
+// database yet, that is the demo or an import.
+func firstRun(parser *kong.Kong, g *Globals, w io.Writer) int {
+	ctx, err := kong.Trace(parser, nil)
+	if err == nil {
+		ctx.PrintUsage(true)
+	}
+	db := g.dbPath()
+	fmt.Fprintln(w)
+	if _, err := os.Stat(db); err != nil {
+		fmt.Fprintf(w, "No database yet at %s. To start:\n", db)
+		fmt.Fprintln(w, "  mcpdup demo                       a scripted incident in a fresh database, opened in the console (no setup)")
+		fmt.Fprintln(w, "  mcpdup import FILE...             import activity logs (Sallyport, OTLP, HAR, MCP logs, Envoy, nginx, Traefik, Kong, mcpdup exports)")
+		fmt.Fprintln(w, "  mcpdup gateway --config FILE      serve the MCP gateway, recording into it")
+		return 0
+	}
+	fmt.Fprintf(w, "Database %s. Next:\n", db)
+	fmt.Fprintln(w, "  mcpdup console                    the interactive console")
+	fmt.Fprintln(w, "  mcpdup analyze                    suspected duplicates, most severe first")
+	fmt.Fprintln(w, "  mcpdup status                     counts, and what awaits an operator")
+	return 0
 }

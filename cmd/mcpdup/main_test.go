@@ -564,3 +564,21 @@ func TestImportDryRunWritesNothing(t *testing.T) {
 		t.Fatalf("a dry run changed the files:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// Bare mcpdup shows the commands and where to start; --version says more
+// than "dev".
+func TestFirstRun(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MCPDUP_DB", filepath.Join(dir, "none.db"))
+	code, out, errs := mcpdup(t)
+	if code != 0 || !strings.Contains(out, "No database yet at") || !strings.Contains(out, "mcpdup demo") || !strings.Contains(out, "mcpdup import FILE") || !strings.Contains(out, "console") {
+		t.Fatalf("bare mcpdup: %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); err == nil {
+		t.Fatal("bare mcpdup created a database")
+	}
+	code, out, _ = mcpdup(t, "--version")
+	if code != 0 || strings.TrimSpace(out) == "mcpdup dev" || !strings.Contains(out, "go1.") {
+		t.Fatalf("--version: %q", out)
+	}
+}

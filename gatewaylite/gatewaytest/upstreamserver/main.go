@@ -18,6 +18,7 @@ type noteArgs struct {
 
 func main() {
 	effects := os.Getenv("UPSTREAM_EFFECTS")
+	fmt.Fprintln(os.Stderr, "upstreamserver: notes ready") // the gateway must pass this on, not swallow it
 	srv := mcp.NewServer(&mcp.Implementation{Name: "upstreamserver", Version: "1"}, nil)
 	appendLine := func(line string) error {
 		f, err := os.OpenFile(effects, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
