@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // AuditCmd groups the log integrity commands.
@@ -137,7 +139,8 @@ func (c *VerifyCmd) resolveKey(g *Globals, origin string, opts *audit.Options) e
 
 // CheckpointCmd seals and prints the newest checkpoint.
 type CheckpointCmd struct {
-	Output string `short:"o" placeholder:"FILE" help:"Write the signed checkpoint to FILE instead of standard output."`
+	Output string `short:"o" enum:"note,json" default:"note" help:"Output format: note (the signed checkpoint exactly as stored, what --trusted-checkpoint reads) or json."`
+	outFile
 }
 
 func (c *CheckpointCmd) Help() string {
@@ -146,8 +149,9 @@ func (c *CheckpointCmd) Help() string {
 ticket or with a teammate: 'audit verify --trusted-checkpoint' then detects
 a log that was rolled back or rewritten, even by someone holding the key.
 
-Example:
-  mcpdup audit checkpoint --db ./incident.db -o ticket-4711.checkpoint`
+Examples:
+  mcpdup audit checkpoint --db ./incident.db -f ticket-4711.checkpoint
+  mcpdup audit checkpoint --db ./incident.db -o json`
 }
 
 func (c *CheckpointCmd) Run(g *Globals) error {
@@ -164,15 +168,30 @@ func (c *CheckpointCmd) Run(g *Globals) error {
 	if cp.Size == 0 {
 		return errors.New("the log is empty: nothing to checkpoint")
 	}
-	if c.Output != "" {
-		if err := os.WriteFile(c.Output, cp.Note, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(g.stderr, "wrote checkpoint at size %d to %s\n", cp.Size, c.Output)
-		return nil
+	w, commit, discard, err := c.open(g.stdout)
+	if err != nil {
+		return err
 	}
-	_, err = g.stdout.Write(cp.Note)
-	return err
+	defer discard()
+	if c.Output == "json" {
+		err = writeJSON(w, map[string]any{"origin": cp.Origin, "size": cp.Size, "root_hash": cp.Root.String(),
+			"created_at": cp.CreatedAt.UTC().Format(time.RFC3339Nano), "reason": cp.Reason, "note": string(cp.Note)})
+	} else {
+		if sw, ok := w.(*termsafe.Writer); ok {
+			w = sw.Raw // the signed note must stay byte for byte
+		}
+		_, err = w.Write(cp.Note)
+	}
+	if err != nil {
+		return err
+	}
+	if err := commit(); err != nil {
+		return err
+	}
+	if c.toFile() {
+		fmt.Fprintf(g.stderr, "wrote checkpoint at size %d to %s\n", cp.Size, c.File)
+	}
+	return nil
 }
 
 // KeyCmd prints the public key.

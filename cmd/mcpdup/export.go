@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // ExportCmd writes the log as JSONL.
 type ExportCmd struct {
-	Output string `short:"o" required:"" placeholder:"FILE.jsonl" help:"File to write, or - for standard output."`
-	Force  bool   `help:"Overwrite FILE if it exists."`
+	Output string `short:"o" enum:"jsonl" default:"jsonl" help:"Output format: jsonl (the only one: records verbatim, checkpoints in place)."`
+	outFile
 }
 
 func (c *ExportCmd) Help() string {
@@ -26,8 +24,9 @@ ends at a checkpoint. No key material is written.
 
 'mcpdup audit verify --export FILE --key PUB' checks it with no database.
 
-Example:
-  mcpdup export --db ./incident.db -o incident.jsonl`
+Examples:
+  mcpdup export --db ./incident.db -f incident.jsonl
+  mcpdup export --db ./incident.db | gzip > incident.jsonl.gz`
 }
 
 func (c *ExportCmd) Run(g *Globals) error {
@@ -40,35 +39,22 @@ func (c *ExportCmd) Run(g *Globals) error {
 	if _, err := s.Seal(ctx, activity.SealManual); err != nil && !errors.Is(err, activity.ErrNoKey) {
 		return err
 	}
-	var w io.Writer = g.stdout
-	var tmp *os.File
-	if c.Output != "-" {
-		if _, err := os.Stat(c.Output); err == nil && !c.Force {
-			return fmt.Errorf("%s exists (use --force to overwrite)", c.Output)
+	w, commit, discard, err := c.open(g.stdout)
+	if err != nil {
+		return err
+	}
+	defer discard()
+	if !c.toFile() {
+		if sw, ok := w.(*termsafe.Writer); ok {
+			w = sw.Raw // the records are bytes to keep exact, not text
 		}
-		// Write beside the target and rename, so a failed export never
-		// leaves a plausible-looking partial file.
-		tmp, err = os.CreateTemp(filepath.Dir(c.Output), ".mcpdup-export-*")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp.Name())
-		w = tmp
 	}
 	sum, err := audit.Export(ctx, s, w)
 	if err != nil {
 		return err
 	}
-	if tmp != nil {
-		if err := tmp.Sync(); err != nil {
-			return err
-		}
-		if err := tmp.Close(); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp.Name(), c.Output); err != nil {
-			return err
-		}
+	if err := commit(); err != nil {
+		return err
 	}
 	unsealed := ""
 	if sum.SealedSize < sum.Records {

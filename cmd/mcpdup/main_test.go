@@ -141,18 +141,30 @@ func TestOperatorFlow(t *testing.T) {
 	pubFile := filepath.Join(dir, "pinned.pub")
 	os.WriteFile(pubFile, []byte(pub), 0o644)
 	anchor := filepath.Join(dir, "ticket.checkpoint")
-	if code, _, errs := mcpdup(t, "audit", "checkpoint", "-o", anchor); code != 0 {
+	if code, _, errs := mcpdup(t, "audit", "checkpoint", "-f", anchor); code != 0 {
 		t.Fatalf("checkpoint: %s", errs)
+	}
+	if code, _, errs := mcpdup(t, "audit", "checkpoint", "-f", anchor); code != 2 || !strings.Contains(errs, "exists (use --force to overwrite)") {
+		t.Fatalf("checkpoint over an existing file: %d %s", code, errs)
+	}
+	if code, out, _ := mcpdup(t, "audit", "checkpoint", "-o", "json"); code != 0 || !strings.Contains(out, `"root_hash"`) {
+		t.Fatalf("checkpoint -o json: %d %s", code, out)
 	}
 	if code, out, _ := mcpdup(t, "audit", "verify", "--key", pubFile, "--trusted-checkpoint", anchor); code != 0 {
 		t.Fatalf("verify db: %d\n%s", code, out)
 	}
 	export := filepath.Join(dir, "ops.jsonl")
-	if code, _, errs := mcpdup(t, "export", "-o", export); code != 0 {
+	if code, _, errs := mcpdup(t, "export", "-f", export); code != 0 {
 		t.Fatalf("export: %s", errs)
 	}
-	if code, _, errs := mcpdup(t, "export", "-o", export); code != 1 || !strings.Contains(errs, "exists") {
+	if code, _, errs := mcpdup(t, "export", "-f", export); code != 2 || !strings.Contains(errs, "exists (use --force to overwrite)") {
 		t.Fatalf("export over an existing file: %d %s", code, errs)
+	}
+	if code, _, errs := mcpdup(t, "export", "-f", export, "--force"); code != 0 {
+		t.Fatalf("export --force: %d %s", code, errs)
+	}
+	if code, _, errs := mcpdup(t, "export", "-o", export); code != 2 || !strings.Contains(errs, "jsonl") {
+		t.Fatalf("-o is a format, not a file: %d %s", code, errs)
 	}
 	data, _ := os.ReadFile(export)
 	if bytes.Contains(data, []byte("PRIVATE+KEY")) {
@@ -255,6 +267,9 @@ contract = "blocked_after_unknown"
 	}
 	page := filepath.Join(dir, "report.html")
 	code, _, errs = mcpdup(t, "report", transfer, "-o", "html", "-f", page, "--what-if", cfg)
+	if code, _, errs := mcpdup(t, "report", transfer, "-f", page); code != 2 || !strings.Contains(errs, "exists (use --force to overwrite)") {
+		t.Fatalf("report over an existing file: %d %s", code, errs)
+	}
 	b, _ := os.ReadFile(page)
 	if code != 0 || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "duplicate risk") || strings.Contains(string(b), "<script") ||
 		strings.Contains(string(b), "http://") && !strings.Contains(string(b), "http://www.w3.org/2000/svg") {

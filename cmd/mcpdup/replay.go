@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -97,11 +96,11 @@ func (c *ReplayCmd) Run(g *Globals) error {
 
 // ReportCmd writes a post-incident report for one suspect.
 type ReportCmd struct {
-	Suspect string        `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
-	Output  string        `short:"o" enum:"md,html" default:"md" help:"Format: md or html (self-contained, inline SVG timeline)."`
-	File    string        `short:"f" placeholder:"FILE" help:"Write to FILE instead of standard output."`
-	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
-	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
+	Suspect string `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
+	Output  string `short:"o" enum:"md,html" default:"md" help:"Format: md or html (self-contained, inline SVG timeline)."`
+	outFile
+	WhatIf string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
+	Window time.Duration `help:"Grouping window, as for mcpdup analyze."`
 	verifyFirst
 }
 
@@ -133,19 +132,14 @@ func (c *ReportCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	out := g.stdout
-	if c.File != "" {
-		f, err := os.Create(c.File)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
+	out, commit, discard, err := c.open(g.stdout)
+	if err != nil {
+		return err
 	}
+	defer discard()
 	// A report file is read in a terminal or a browser: hostile text in it
 	// (an OSC sequence, a BiDi override) is escaped there too.
 	safe := termsafe.NewWriter(out)
-	defer safe.Flush()
 	out = safe
 	in, err := c.integrity(ctx, s)
 	if err != nil {
@@ -160,7 +154,13 @@ func (c *ReportCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if c.File != "" {
+	if err := safe.Flush(); err != nil {
+		return err
+	}
+	if err := commit(); err != nil {
+		return err
+	}
+	if c.toFile() {
 		fmt.Fprintf(g.stderr, "wrote %s\n", c.File)
 	}
 	return warnTampered(g, "report", in)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// outFile is the output-file flag every command that writes a file shares:
+// -f FILE (or standard output), refused if FILE exists unless --force,
+// written beside FILE and renamed into place, so a failed write never
+// leaves a plausible partial file. -o is always the format.
+type outFile struct {
+	File  string `short:"f" placeholder:"FILE" help:"Write to FILE instead of standard output (- is standard output); an existing FILE needs --force."`
+	Force bool   `help:"Overwrite FILE if it exists."`
+}
+
+// open returns where to write and commit, which puts the file in place;
+// discard removes what commit did not (call it deferred).
+func (o *outFile) open(stdout io.Writer) (w io.Writer, commit func() error, discard func(), err error) {
+	if o.File == "" || o.File == "-" {
+		return stdout, func() error { return nil }, func() {}, nil
+	}
+	if _, err := os.Stat(o.File); err == nil && !o.Force {
+		return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("%s exists (use --force to overwrite)", o.File)}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(o.File), ".mcpdup-*")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	commit = func() error {
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp.Name(), o.File)
+	}
+	discard = func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+	return tmp, commit, discard, nil
+}
+
+// toFile reports whether output goes to a file.
+func (o *outFile) toFile() bool { return o.File != "" && o.File != "-" }
