@@ -1,46 +1,108 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 )
 
-// TableWriter prints suspects one line each, as they stream in.
+// TableWriter prints suspects one line each, most severe first (or in
+// the order they were found). It keeps a small row per suspect, not the
+// suspect, so a long listing is sorted without holding every suspect whole.
 type TableWriter struct {
-	tw        *tabwriter.Writer
+	w         io.Writer
 	questions bool
-	header    bool
+	byTime    bool
+	rows      []tableRow
 }
 
-// NewTableWriter writes to w; with questions, each suspect is followed by
-// its five answers.
-func NewTableWriter(w io.Writer, questions bool) *TableWriter {
-	return &TableWriter{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), questions: questions}
+type tableRow struct {
+	glyph, verdict, severity, tool, first, id string
+	rank, calls, execs, order                 int
+	answers                                   []string // "Q1 yes", then the explanation
 }
 
-// Write prints one suspect.
+// Orders of the suspects table.
+const (
+	SortSeverity = "severity" // most severe first, then oldest
+	SortTime     = "time"     // as found: by first call
+)
+
+// NewTableWriter writes to w, sorted by order (SortSeverity or SortTime);
+// with questions, each suspect is followed by its five answers.
+func NewTableWriter(w io.Writer, questions bool, order string) *TableWriter {
+	return &TableWriter{w: w, questions: questions, byTime: order == SortTime}
+}
+
+// Write adds one suspect.
 func (t *TableWriter) Write(s *analyze.Suspect) {
-	if !t.header {
-		fmt.Fprintln(t.tw, "\tVERDICT\tSEVERITY\tTOOL\tCALLS\tEXECS\tFIRST CALL\tSUSPECT")
-		t.header = true
-	}
-	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Verdict.Glyph(), s.Verdict, s.Severity, s.Tool,
-		len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
+	r := tableRow{glyph: s.Verdict.Glyph(), verdict: string(s.Verdict), severity: string(s.Severity), rank: s.Severity.Rank(),
+		tool: s.Tool, calls: len(s.Calls), execs: len(s.Executions), first: s.FirstAt.UTC().Format(time.RFC3339), id: s.ID, order: len(t.rows)}
 	if t.questions {
 		for _, q := range s.Questions {
-			fmt.Fprintf(t.tw, "\t\t\tQ%d %s\t%s\n", q.N, q.Answer, q.Explanation)
+			r.answers = append(r.answers, fmt.Sprintf("Q%d %s", q.N, q.Answer), q.Explanation)
 		}
 	}
+	t.rows = append(t.rows, r)
 }
 
-// Flush ends the table.
-func (t *TableWriter) Flush() error { return t.tw.Flush() }
+// Flush sorts and prints the table. The suspect lines are aligned with
+// each other; with questions, each one's answers follow it, indented and
+// aligned among themselves, so neither disturbs the other's columns.
+func (t *TableWriter) Flush() error {
+	if len(t.rows) == 0 {
+		return nil
+	}
+	if !t.byTime {
+		slices.SortStableFunc(t.rows, func(a, b tableRow) int { return b.rank - a.rank })
+	}
+	head := []string{"", "VERDICT", "SEVERITY", "TOOL", "CALLS", "EXECS", "FIRST CALL", "SUSPECT"}
+	width := make([]int, len(head))
+	cells := func(r tableRow) []string {
+		return []string{r.glyph, r.verdict, r.severity, r.tool, strconv.Itoa(r.calls), strconv.Itoa(r.execs), r.first, r.id}
+	}
+	for i, h := range head {
+		width[i] = ansi.StringWidth(h)
+	}
+	answerW := 0
+	for _, r := range t.rows {
+		for i, c := range cells(r) {
+			width[i] = max(width[i], ansi.StringWidth(c))
+		}
+		for i := 0; i < len(r.answers); i += 2 {
+			answerW = max(answerW, ansi.StringWidth(r.answers[i]))
+		}
+	}
+	bw := bufio.NewWriter(t.w)
+	line := func(cs []string) {
+		for i, c := range cs {
+			if i == len(cs)-1 {
+				bw.WriteString(c)
+				break
+			}
+			bw.WriteString(c + strings.Repeat(" ", width[i]-ansi.StringWidth(c)+2))
+		}
+		bw.WriteByte('\n')
+	}
+	line(head)
+	for _, r := range t.rows {
+		line(cells(r))
+		for i := 0; i+1 < len(r.answers); i += 2 {
+			fmt.Fprintf(bw, "    %s%s  %s\n", r.answers[i], strings.Repeat(" ", answerW-ansi.StringWidth(r.answers[i])), r.answers[i+1])
+		}
+	}
+	t.rows = nil
+	return bw.Flush()
+}
 
 // TimelineTable prints a timeline one event a line, with each execution's
 // state after it (whole ids, to copy into other commands), then what the

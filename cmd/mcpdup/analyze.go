@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity/audit"
@@ -16,6 +17,7 @@ type AnalyzeCmd struct {
 	Questions bool          `short:"q" help:"With -o table, print each suspect's five answers."`
 	Window    time.Duration `help:"Group calls within this window instead of each tool's recorded attach window (default for logs that record none: 1h)."`
 	FailOn    string        `enum:"none,duplicate,risk,unknown" default:"none" help:"Exit 1 if a suspect is at least this bad: duplicate; risk (also duplicate_risk); unknown (also insufficient_evidence)."`
+	Sort      string        `enum:"severity,time" default:"severity" help:"Order: severity (most severe first, as the console; ties oldest first) or time (by first call)."`
 	verifyFirst
 }
 
@@ -32,6 +34,7 @@ one_action_first_no_effect, one_action_attached, harmless_read_only.
 
 Examples:
   mcpdup analyze --db ./incident.db -q
+  mcpdup analyze --db ./incident.db --sort time
   mcpdup analyze --db ./incident.db -o markdown > suspects.md
   mcpdup analyze --db ./ci.db --fail-on risk        # CI: exit 1 on duplicates or risks`
 }
@@ -65,7 +68,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		NearMisses: func(found []analyze.NearMiss, omitted int) { near, nearOmitted = found, omitted }}
 	counts := analyze.Counts{}
 	var all []*analyze.Suspect
-	table := report.NewTableWriter(g.stdout, c.Questions)
+	table := report.NewTableWriter(g.stdout, c.Questions, c.Sort)
 	err = analyze.Scan(ctx, s, opts, func(sus *analyze.Suspect) error {
 		counts.Add(sus)
 		if c.Output == "table" {
@@ -81,6 +84,9 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.Sort == report.SortSeverity {
+		slices.SortStableFunc(all, func(a, b *analyze.Suspect) int { return b.Severity.Rank() - a.Severity.Rank() })
 	}
 	switch c.Output {
 	case "json":

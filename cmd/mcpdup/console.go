@@ -154,7 +154,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 	}
 	if !interactive() {
 		// No terminal (a pipe, CI): show what the console would open on.
-		table := report.NewTableWriter(g.stdout, false)
+		table := report.NewTableWriter(g.stdout, false, report.SortSeverity)
 		if err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error { table.Write(sus); return nil }); err != nil {
 			return err
 		}

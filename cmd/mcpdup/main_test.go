@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
@@ -595,5 +596,63 @@ func TestFirstRun(t *testing.T) {
 	code, out, _ = mcpdup(t, "--version")
 	if code != 0 || strings.TrimSpace(out) == "mcpdup dev" || !strings.Contains(out, "go1.") {
 		t.Fatalf("--version: %q", out)
+	}
+}
+
+// analyze lists the most severe suspect first (as the console does),
+// --sort time keeps the order found, and -q keeps every column aligned.
+func TestAnalyzeTriageOrder(t *testing.T) {
+	dir, db := demoDB(t)
+	keys := filepath.Join(dir, "keys")
+	rows := func(out string) [][]string {
+		var rs [][]string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "sus_") {
+				rs = append(rs, strings.Fields(l))
+			}
+		}
+		return rs
+	}
+	rank := map[string]int{"critical": 4, "high": 3, "medium": 2, "low": 1, "none": 0}
+	code, out, _ := mcpdup(t, "analyze", "--db", db, "--key-dir", keys)
+	rs := rows(out)
+	if code != 0 || len(rs) < 3 {
+		t.Fatalf("analyze: %d\n%s", code, out)
+	}
+	for i := 1; i < len(rs); i++ {
+		if rank[rs[i][2]] > rank[rs[i-1][2]] {
+			t.Fatalf("row %d (%s) is more severe than the row above it:\n%s", i+1, rs[i][2], out)
+		}
+	}
+	if rs[0][2] != "critical" {
+		t.Fatalf("the first row is %s, want the critical duplicate:\n%s", rs[0][2], out)
+	}
+	_, out, _ = mcpdup(t, "analyze", "--db", db, "--key-dir", keys, "--sort", "time")
+	ts := rows(out)
+	for i := 1; i < len(ts); i++ {
+		if ts[i][6] < ts[i-1][6] {
+			t.Fatalf("--sort time: row %d is older than the row above it:\n%s", i+1, out)
+		}
+	}
+	_, out, _ = mcpdup(t, "analyze", "--db", db, "--key-dir", keys, "-q")
+	col, sus := -1, -1
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "sus_"); i >= 0 {
+			i = utf8.RuneCountInString(l[:i]) // the glyphs are wider in bytes than on screen
+			if sus >= 0 && i != sus {
+				t.Fatalf("-q: the SUSPECT column moved (%d, then %d):\n%s", sus, i, out)
+			}
+			sus = i
+		}
+		if strings.HasPrefix(l, "    Q") {
+			i := strings.IndexAny(l[6:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") + 6
+			if col >= 0 && i != col {
+				t.Fatalf("-q: explanations start at %d and then %d:\n%s", col, i, out)
+			}
+			col = i
+		}
+	}
+	if col < 0 {
+		t.Fatalf("-q printed no answers:\n%s", out)
 	}
 }
