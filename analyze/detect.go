@@ -171,22 +171,37 @@ func All(ctx context.Context, s *activity.Store, opts Options) ([]*Suspect, erro
 
 // Find returns the suspect with this id.
 func Find(ctx context.Context, s *activity.Store, opts Options, id string) (*Suspect, error) {
-	var found *Suspect
+	p := activity.ParsePartialID(id)
+	exact := p.Exact("sus_")
+	var found []*Suspect
 	errFound := errors.New("found")
 	err := Scan(ctx, s, opts, func(sus *Suspect) error {
-		if sus.ID == id {
-			found = sus
-			return errFound
+		if exact && sus.ID != id || !exact && !p.Match(sus.ID) {
+			return nil
+		}
+		found = append(found, sus)
+		if exact || len(found) > 1 {
+			return errFound // a whole id is unique; two matches are enough to refuse
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errFound) {
 		return nil, err
 	}
-	if found == nil {
-		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
+	ids := make([]string, len(found))
+	for i, f := range found {
+		ids[i] = f.ID
 	}
-	return found, nil
+	pick, err := p.Pick("suspect", ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range found {
+		if f.ID == pick {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
 }
 
 // scanCallsAhead reads calls in a goroutine, a batch ahead of fn: reading

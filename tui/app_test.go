@@ -680,3 +680,13 @@ func TestConsoleAsksForTheOperatorOnce(t *testing.T) {
 		t.Fatalf("the name must be kept for the next decision: %q", m.opts.Operator)
 	}
 }
+
+// At 80 columns the suspects list keeps an id a command accepts (its
+// short form), and gives the calls count before it gives the id up.
+func TestSuspectIDsAt80Columns(t *testing.T) {
+	m, _, _ := newTestModel(t, 80, 24)
+	v := m.View()
+	if !strings.Contains(v, "SUSPECT") || !regexp.MustCompile(`sus_…[0-9A-Z]{6}`).MatchString(v) {
+		t.Fatalf("no usable suspect id at 80 columns:\n%s", v)
+	}
+}

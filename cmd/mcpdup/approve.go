@@ -56,7 +56,7 @@ func (c *ApprovalsCmd) Run(g *Globals) error {
 
 // ApproveCmd approves a pending approval.
 type ApproveCmd struct {
-	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...)."`
+	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...), or a unique prefix or suffix of it."`
 	Note     string `help:"Why (recorded)."`
 	Operator string `env:"USER" help:"Who decides (default: $USER, else $LOGNAME, else the OS account)."`
 }
@@ -72,7 +72,7 @@ func (c *ApproveCmd) Run(g *Globals) error {
 
 // DenyCmd denies a pending approval.
 type DenyCmd struct {
-	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...)."`
+	ID       string `arg:"" placeholder:"APPROVAL" help:"Approval id (apv_...), or a unique prefix or suffix of it."`
 	Note     string `required:"" help:"Why (recorded, and returned to the agent)."`
 	Operator string `env:"USER" help:"Who decides (default: $USER, else $LOGNAME, else the OS account)."`
 }
@@ -96,6 +96,9 @@ func decide(g *Globals, id string, state activity.ApprovalState, operator, note 
 		return err
 	}
 	defer s.Close()
+	if id, err = s.FindApprovalID(ctx, id); err != nil {
+		return err
+	}
 	a, err := s.DecideApproval(ctx, id, state, operator, note)
 	if err != nil {
 		return err

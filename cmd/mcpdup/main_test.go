@@ -21,6 +21,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/fixtures"
+	"github.com/mcpdup/mcpdup/report"
 )
 
 // mcpdup runs the command line in-process and returns its exit code and
@@ -126,7 +127,9 @@ func TestOperatorFlow(t *testing.T) {
 		t.Fatalf("status: %d %s", code, out)
 	}
 
-	code, out, errs := mcpdup(t, "resolve", string(ids["ticket"]), "--rejected", "--note", "no ticket exists in the tracker", "--operator", "bob")
+	// The tail a narrow screen shows is enough to name it.
+	tail := string(ids["ticket"])[len(ids["ticket"])-6:]
+	code, out, errs := mcpdup(t, "resolve", tail, "--rejected", "--note", "no ticket exists in the tracker", "--operator", "bob")
 	if code != 0 || !strings.Contains(out, "rejected_by_operator") || !strings.Contains(out, "sealed by checkpoint") {
 		t.Fatalf("resolve: %d %s %s", code, out, errs)
 	}
@@ -276,7 +279,7 @@ contract = "blocked_after_unknown"
 		strings.Contains(string(b), "http://") && !strings.Contains(string(b), "http://www.w3.org/2000/svg") {
 		t.Fatalf("report html: %d %s\n%.300s", code, errs, b)
 	}
-	code, out, _ = mcpdup(t, "report", transfer)
+	code, out, _ = mcpdup(t, "report", report.ShortID(transfer))
 	if code != 0 || !strings.Contains(out, "# Post-incident report") || !strings.Contains(out, "## Timeline") {
 		t.Fatalf("report md:\n%s", out)
 	}

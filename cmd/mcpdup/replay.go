@@ -15,7 +15,7 @@ import (
 
 // ReplayCmd prints a suspect's or a time range's timeline.
 type ReplayCmd struct {
-	Suspect string        `arg:"" optional:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
+	Suspect string        `arg:"" optional:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze): whole, a unique prefix or suffix, or the short form (sus_…9VF4KC)."`
 	From    time.Time     `placeholder:"TIME" help:"Replay everything from this time (RFC 3339) instead of a suspect."`
 	To      time.Time     `placeholder:"TIME" help:"... up to this time (default: now)."`
 	WhatIf  string        `placeholder:"CONFIG" type:"existingfile" help:"Also run the suspect's calls through the gateway's matching under this gateway configuration's contracts."`
@@ -96,7 +96,7 @@ func (c *ReplayCmd) Run(g *Globals) error {
 
 // ReportCmd writes a post-incident report for one suspect.
 type ReportCmd struct {
-	Suspect string `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze)."`
+	Suspect string `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze): whole, a unique prefix or suffix, or the short form (sus_…9VF4KC)."`
 	Output  string `short:"o" enum:"md,html" default:"md" help:"Format: md or html (self-contained, inline SVG timeline)."`
 	outFile
 	WhatIf string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`

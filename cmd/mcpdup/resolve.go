@@ -9,7 +9,7 @@ import (
 
 // ResolveCmd records an operator's finding about an unknown outcome.
 type ResolveCmd struct {
-	Execution string `arg:"" help:"Execution id (act_...)." placeholder:"EXECUTION"`
+	Execution string `arg:"" help:"Execution id (act_...): the whole id, a unique prefix or suffix, or the short form screens show (act_…9VF4KC)." placeholder:"EXECUTION"`
 	Verified  bool   `xor:"outcome" help:"The action took effect at the target."`
 	Rejected  bool   `xor:"outcome" help:"The action did not take effect (a new call may act again)."`
 	Note      string `required:"" help:"What you checked, in a sentence (required)."`
@@ -50,7 +50,11 @@ func (c *ResolveCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	e, cp, err := s.Resolve(ctx, activity.Resolution{ExecutionID: activity.ExecutionID(c.Execution),
+	id, err := s.FindExecutionID(ctx, c.Execution)
+	if err != nil {
+		return err
+	}
+	e, cp, err := s.Resolve(ctx, activity.Resolution{ExecutionID: id,
 		Outcome: c.outcome(), Operator: c.Operator, Note: c.Note, Evidence: c.Evidence})
 	if err != nil {
 		return err

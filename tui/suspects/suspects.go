@@ -296,15 +296,18 @@ var (
 	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Suspect) string { return report.ShortID(string(s.ID)) }}
 )
 
-// layouts are tried widest first: a narrower terminal loses the whole
-// suspect id, then the id, the first call's time and the executions
-// count, before the tool column drops below 14 cells.
+// layouts are tried widest first: a narrower terminal shortens the
+// suspect id to its tail (which every command accepts), then loses the
+// first call's time, the executions and the calls counts, before the tool
+// column drops below 14 cells; the id stays, so what is on screen can be
+// typed into mcpdup report and replay.
 var layouts = [][]column{
 	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst, colID},
 	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst, colShortID},
-	{colVerdict, colSeverity, colTool, colCalls, colExecs, colFirst},
-	{colVerdict, colSeverity, colTool, colCalls, colExecs},
-	{colVerdict, colSeverity, colTool, colCalls},
+	{colVerdict, colSeverity, colTool, colCalls, colExecs, colShortID},
+	{colVerdict, colSeverity, colTool, colCalls, colShortID},
+	{colVerdict, colSeverity, colTool, colShortID},
+	{colVerdict, colTool, colShortID}, // the glyph and colour still say how bad
 }
 
 func layout(width int) ([]column, int) {
