@@ -68,9 +68,9 @@ type Options struct {
 
 // tab is one view of the tab line.
 type tab struct {
-	name  string
-	view  Component
-	badge func() int // a count shown after the name when > 0 (nil: none)
+	key, name string
+	view      Component
+	count     func() int // how many the view holds, shown after the name
 }
 
 // The views, in tab order.
@@ -138,10 +138,12 @@ func New(s *activity.Store, opts Options) *Model {
 		help: help.New(), auditTxt: "audit: checking…", loading: true,
 	}
 	m.tabs = []tab{
-		{name: "1 suspects", view: m.suspects},
-		{name: "2 pending", view: m.pending, badge: func() int { return m.pending.Len() }},
-		{name: "3 executions", view: m.execs},
-		{name: "4 sessions", view: m.runs},
+		{key: "1", name: "Suspects", view: m.suspects, count: func() int { _, total, _ := m.suspects.Counts(); return total }},
+		// Closures, not method values: Len has a value receiver, and a
+		// method value would count the view as it was here, empty.
+		{key: "2", name: "Pending", view: m.pending, count: func() int { return m.pending.Len() }},
+		{key: "3", name: "Executions", view: m.execs, count: func() int { return m.execs.Len() }},
+		{key: "4", name: "Sessions", view: m.runs, count: func() int { return m.runs.Len() }},
 	}
 	m.asks = []Component{m.fileAsk, m.rangeAsk, m.opAsk}
 	return m
@@ -482,20 +484,20 @@ func safeLines(s string, width int) string {
 	return strings.Join(lines, "\n")
 }
 
+// tabLine is "▸[1] Suspects 10  [2] Pending 3 …": the key in brackets
+// (lazygit's habit), the name, then how many the view holds (k9s's), so a
+// key is never read as a count; ▸ marks the active tab without colour.
 func (m *Model) tabLine() string {
 	var parts []string
 	for i, t := range m.tabs {
-		name := t.name
-		if t.badge != nil && t.badge() > 0 {
-			name = fmt.Sprintf("%s (%d)", name, t.badge())
-		}
+		label := fmt.Sprintf("[%s] %s %d", t.key, t.name, t.count())
 		if i == m.tab {
-			parts = append(parts, activeTabStyle.Render("["+name+"]"))
+			parts = append(parts, activeTabStyle.Render("▸"+label))
 		} else {
-			parts = append(parts, tabStyle.Render(name))
+			parts = append(parts, tabStyle.Render(" "+label))
 		}
 	}
-	line := strings.Join(parts, " ")
+	line := strings.Join(parts, "  ")
 	if m.inDetail() {
 		line += styles.Muted.Render("  › suspect")
 	}

@@ -356,7 +356,7 @@ func TestLiveMode(t *testing.T) {
 	other.Close()
 	_, cmd := m.Update(tickMsg(time.Now()))
 	run(m, cmd)
-	if v := m.View(); !strings.Contains(v, "new activity: reloaded") || !strings.Contains(v, "3 executions") {
+	if v := m.View(); !strings.Contains(v, "new activity: reloaded") || !strings.Contains(v, "[3] Executions 10") {
 		t.Fatalf("live reload:\n%s", v)
 	}
 	if m.execs.View() == "" || !strings.Contains(m.execs.View(), "(10)") {

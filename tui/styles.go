@@ -12,6 +12,6 @@ var styles = theme.Default()
 var (
 	// The active tab is bracketed as well as reversed: with NO_COLOR the
 	// brackets are what shows it.
-	tabStyle       = lipgloss.NewStyle().Padding(0, 1)
+	tabStyle       = lipgloss.NewStyle()
 	activeTabStyle = lipgloss.NewStyle().Reverse(true).Bold(true)
 )

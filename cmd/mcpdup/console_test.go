@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +82,7 @@ func TestConsoleInTmux(t *testing.T) {
 	}
 	tm.keys("y")
 	tm.waitFor("is now verified")
-	tm.waitFor("2 pending")
+	tm.waitFor("[2] Pending 2")
 	tm.keys("q")
 	tm.waitExit()
 
@@ -102,6 +103,53 @@ func TestConsoleInTmux(t *testing.T) {
 	}
 	if e, _ := s.Execution(context.Background(), activity.ExecutionID(id[1])); e.State != activity.StateVerified {
 		t.Fatalf("execution state %s", e.State)
+	}
+}
+
+// TestConsoleOnCallInTmux is the 3 a.m. path at 80×24 and 200×50: a shell
+// with no $USER or $LOGNAME (kubectl exec) opens the console; the tab line
+// says key, name and count; the most severe suspect is first and its id
+// stays on screen in a form mcpdup report accepts.
+func TestConsoleOnCallInTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
+	if out, err := exec.Command(bin, "demo", "--db", db, "--key-dir", keys, "--no-console").CombinedOutput(); err != nil {
+		t.Fatalf("mcpdup demo: %v\n%s", err, out)
+	}
+	for _, size := range [][2]int{{80, 24}, {200, 50}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			tm := startTmux(t, t.TempDir(), size[0], size[1], "env", "-u", "USER", "-u", "LOGNAME", "NO_COLOR=1", bin, "console", "--db", db, "--key-dir", keys)
+			screen := tm.waitFor("[1] Suspects 10")
+			for _, want := range []string{"[2] Pending 3", "[3] Executions", "[4] Sessions"} {
+				if !strings.Contains(screen, want) {
+					t.Fatalf("tab line lacks %q:\n%s", want, screen)
+				}
+			}
+			var first string
+			for _, l := range strings.Split(screen, "\n") {
+				if strings.Contains(l, "sus_") {
+					first = l
+					break
+				}
+			}
+			if !strings.Contains(first, "duplicate ") || !strings.Contains(first, "critical") {
+				t.Fatalf("the first suspect is not the critical duplicate:\n%s", screen)
+			}
+			id := regexp.MustCompile(`sus_(…[0-9A-Z]{6}|[0-9A-Z]{26})`).FindString(first)
+			if id == "" {
+				t.Fatalf("no suspect id on the first row:\n%s", screen)
+			}
+			out, err := exec.Command(bin, "report", id, "--db", db, "--key-dir", keys).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "# Post-incident report") {
+				t.Fatalf("mcpdup report %s (the id as the screen shows it): %v\n%s", id, err, out)
+			}
+			tm.keys("q")
+			tm.waitExit()
+		})
 	}
 }
 

@@ -40,6 +40,9 @@ func (m *Model) SetRows(header string, rows, details []string) {
 // SetSize sets the view's box.
 func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
 
+// Len is how many rows the table holds.
+func (m Model) Len() int { return len(m.rows) }
+
 // Cursor is the selected row.
 func (m Model) Cursor() int { return m.cursor }
 
