@@ -130,6 +130,7 @@ type verifier struct {
 
 	pos      int64         // records fed so far
 	prevHash tlog.Hash     // recomputed hash of the last record fed
+	lastSeq  int64         // seq of the last record fed
 	edge     activity.Edge // right edge of the recomputed Merkle tree
 	expect   int64         // next seq expected
 	missing  map[int64]bool
@@ -205,10 +206,14 @@ func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
 		if v.pos == 0 {
 			v.problem(CheckChain, "genesis_mismatch", seq, "record %d: does not start the chain of %s (another log, or records deleted before it)", seq, v.origin)
 		} else {
-			v.problem(CheckChain, "chain_break", seq, "record %d: prev does not match the hash of the record before it (a record was edited, inserted or removed)", seq)
+			// The record named is the one before: its bytes no longer hash to
+			// what the next record recorded when it was written. (Only when
+			// this record's own prev field was edited is it this one, and
+			// then its hash check fails too.)
+			v.problem(CheckChain, "chain_break", v.lastSeq, "record %d was changed, or a record was removed or inserted after it: record %d's prev is not its hash", v.lastSeq, seq)
 		}
 	}
-	v.prevHash = h
+	v.prevHash, v.lastSeq = h, seq
 
 	hashes, herr := tlog.StoredHashesForRecordHash(v.pos, h, &v.edge)
 	if herr != nil {
@@ -405,6 +410,20 @@ func (v *verifier) report(source, key string) *Report {
 	return rep
 }
 
+// failureText says, for each check, what its problems mean; each problem
+// below the table names its record.
+var failureText = map[string]string{
+	CheckSeq:        "records are missing, repeated or out of order",
+	CheckChain:      "a record no longer hashes to what the record after it recorded: it was changed, or records were removed or inserted",
+	CheckHashes:     "a record's bytes no longer match the hash stored with it: edited after it was written",
+	CheckSignatures: "a checkpoint's signature does not verify with the key: forged, or signed by another key",
+	CheckRoots:      "a signed checkpoint's root does not match the records: the log was rewritten after it was signed",
+	CheckTruncation: "the log is shorter than a checkpoint it signed: records were removed from its end",
+	CheckTrusted:    "the log does not extend the checkpoint kept elsewhere: it was rolled back, rewritten or forked",
+	CheckSealed:     "records stay unsealed beyond the sealing policy: their checkpoints were removed, or their writer never sealed",
+	CheckTables:     "rows differ from what the signed log implies",
+}
+
 func checkOrder(name string) int {
 	for i, n := range []string{CheckSeq, CheckChain, CheckHashes, CheckSignatures, CheckRoots, CheckTruncation, CheckTrusted, CheckSealed, CheckTables} {
 		if n == name {
@@ -417,12 +436,13 @@ func checkOrder(name string) int {
 func (v *verifier) checks(rep *Report) []Check {
 	out := make([]Check, 0, checkCount)
 	add := func(name string, status Status, format string, args ...any) {
+		detail := fmt.Sprintf(format, args...)
 		if v.counts[name] > 0 {
-			status = StatusFailed
-			format = "%d problem(s): " + format
-			args = append([]any{v.counts[name]}, args...)
+			// A failure says what is wrong in its own words, not the
+			// sentence that describes a pass.
+			status, detail = StatusFailed, fmt.Sprintf("%d problem(s): %s", v.counts[name], failureText[name])
 		}
-		out = append(out, Check{name, checkTitles[name], status, fmt.Sprintf(format, args...)})
+		out = append(out, Check{name, checkTitles[name], status, detail})
 	}
 	last := v.pos - 1
 	if v.pos == 0 {

@@ -181,9 +181,15 @@ func TestTamperEditField(t *testing.T) {
 	smp := newSample(t, 0)
 	smp.tamper(t, `UPDATE audit_log SET canonical = CAST(replace(CAST(canonical AS TEXT), 'agent:deployer', 'agent:deployeR') AS BLOB) WHERE seq = 5`)
 	rep := smp.verify(t, audit.Options{})
-	// The edit shows first in the chain (record 6 no longer links), and in
-	// the recomputed hash of record 5.
-	wantProblem(t, rep, audit.CheckChain, "chain_break", 6)
+	// Both the chain (record 6's prev no longer matches) and the
+	// recomputed hash name record 5, the one edited; and the failed rows
+	// say what is wrong, not the sentence of a pass.
+	wantProblem(t, rep, audit.CheckChain, "chain_break", 5)
+	for _, c := range rep.Checks {
+		if c.Status == audit.StatusFailed && (strings.Contains(c.Detail, "recomputed from") || strings.Contains(c.Detail, "matches the recomputed")) {
+			t.Fatalf("a failed check reuses its success sentence: %s: %s", c.Name, c.Detail)
+		}
+	}
 	if !hasProblem(rep, "hash_mismatch", 5) || !hasProblem(rep, "root_mismatch", -1) {
 		t.Fatalf("edit not reported as a hash and root mismatch: %+v", rep.Problems)
 	}
