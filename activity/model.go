@@ -377,6 +377,11 @@ type Approval struct {
 	DecidedAt     Opt[time.Time] `json:"decided_at,omitzero"`
 	Operator      string         `json:"operator,omitempty"`
 	Note          string         `json:"note,omitempty"`
+	// Seq and DecidedSeq are the log records of the request and of the
+	// decision (0: not decided yet), what a timeline cites. Read from the
+	// table; never part of the record itself.
+	Seq        int64 `json:"-"`
+	DecidedSeq int64 `json:"-"`
 }
 
 // Source is where records came from: the live gateway, or an imported file.

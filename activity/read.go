@@ -451,13 +451,15 @@ func (s *Store) Vault(ctx context.Context) (bool, string, error) {
 	return strings.HasPrefix(v, "locked"), v, nil
 }
 
-const approvalSelect = `SELECT id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, decided_at, operator, note FROM approvals`
+const approvalSelect = `SELECT id, kind, state, execution_id, run_id, actor, tool, credential_ref, summary, requested_at, decided_at, operator, note, seq, decided_seq FROM approvals`
 
 func scanApproval(row rowScanner) (Approval, error) {
 	var a Approval
 	var exec, run, tool, cred, summary, decided, operator, note sql.NullString
 	var requested string
-	err := row.Scan(&a.ID, &a.Kind, &a.State, &exec, &run, &a.Actor, &tool, &cred, &summary, &requested, &decided, &operator, &note)
+	var decidedSeq sql.NullInt64
+	err := row.Scan(&a.ID, &a.Kind, &a.State, &exec, &run, &a.Actor, &tool, &cred, &summary, &requested, &decided, &operator, &note, &a.Seq, &decidedSeq)
+	a.DecidedSeq = decidedSeq.Int64
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, fmt.Errorf("approval: %w", ErrNotFound)
 	}
@@ -633,6 +635,21 @@ func (s *Store) TransitionsOf(ctx context.Context, ids []ExecutionID) (map[Execu
 		out[t.ExecutionID] = append(out[t.ExecutionID], t)
 	}
 	return out, rows.Err()
+}
+
+// ApprovalsOf returns the approvals several executions waited on, in log
+// order, in one query.
+func (s *Store) ApprovalsOf(ctx context.Context, ids []ExecutionID) (map[ExecutionID][]Approval, error) {
+	in, args := inList(ids)
+	as, err := queryAll(ctx, s, "approvals", scanApproval, approvalSelect+` WHERE execution_id IN `+in+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[ExecutionID][]Approval{}
+	for _, a := range as {
+		out[a.ExecutionID] = append(out[a.ExecutionID], a)
+	}
+	return out, nil
 }
 
 // CallsOfAll returns the calls of several executions, in log order, in

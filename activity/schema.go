@@ -247,6 +247,10 @@ CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, 
 	WHERE source_id IS NULL AND fingerprint IS NOT NULL AND contract <> 'read_only'
 	  AND state IN ('accepted', 'authorized', 'dispatched', 'unknown', 'pending_verification');
 `,
+	// 8: a suspect's timeline shows the approvals its executions waited on.
+	`
+CREATE INDEX approvals_execution ON approvals(execution_id);
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -54,7 +54,9 @@ type ExecutionSummary struct {
 	Seq            int64                 `json:"seq"`
 	Source         string                `json:"source,omitempty"` // the imported record it came from
 	Transitions    []activity.Transition `json:"-"`
-	exec           activity.Execution
+	// Approvals are the operator approvals it waited on (who, when, what).
+	Approvals []activity.Approval `json:"approvals,omitempty"`
+	exec      activity.Execution
 }
 
 // Answer is one of the five questions, answered.
@@ -115,13 +117,17 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group, names source
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := s.ApprovalsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	for _, id := range ids {
 		e, ok := execs[id]
 		if !ok {
 			return nil, fmt.Errorf("execution %s: %w", id, activity.ErrNotFound)
 		}
 		es := summarise(e, trs[id])
-		es.Source = names.text(e.Source)
+		es.Source, es.Approvals = names.text(e.Source), approvals[id]
 		sus.Executions = append(sus.Executions, es)
 	}
 	first := sus.Executions[0].exec

@@ -24,7 +24,7 @@ type Scenario struct {
 // gateway itself never lets those happen.
 var Scenarios = []Scenario{
 	{"attached", "deploy_release", "one_action_attached", "the answer was lost on its way to the agent; the retry got the stored result"},
-	{"pending", "charge_card", "one_action_refused", "the target's answer was lost; the blocked tool went to pending verification and the retry was told so"},
+	{"pending", "charge_card", "one_action_refused", "alice approved the card charge (per-use credential); the target's answer was lost; the blocked tool went to pending verification and the retry was told so"},
 	{"locked", "rotate_credential", "one_action_refused", "the vault was locked; the retry got the same refusal"},
 	{"failed_first", "send_invoice", "one_action_first_no_effect", "the target answered 503 without acting; the agent tried again and it worked"},
 	{"two_runs", "scale_service", "two_processes", "two agent runs each decided to scale the same service"},

@@ -38,6 +38,8 @@ const (
 	// FrameLost: an answer was lost, the target's (outcome unknown) or the
 	// agent's (result not delivered). Drawn as a cross.
 	FrameLost FrameKind = "lost"
+	// FrameApproval: an operator approval was requested or decided.
+	FrameApproval FrameKind = "approval"
 )
 
 // Frame is one event of a replay and the state of every execution after it.
@@ -65,9 +67,11 @@ type Timeline struct {
 func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 	tl := &Timeline{Title: fmt.Sprintf("%s: %s", sus.ID, sus.Title)}
 	type ev struct {
-		seq  int64
-		call *analyze.CallRef
-		tr   *activity.Transition
+		seq      int64
+		call     *analyze.CallRef
+		tr       *activity.Transition
+		approval *activity.Approval
+		decided  bool // the approval's decision, not its request
 	}
 	var evs []ev
 	for i := range sus.Calls {
@@ -79,14 +83,24 @@ func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 			t := &sus.Executions[i].Transitions[j]
 			evs = append(evs, ev{seq: t.Seq, tr: t})
 		}
+		for j := range sus.Executions[i].Approvals {
+			a := &sus.Executions[i].Approvals[j]
+			evs = append(evs, ev{seq: a.Seq, approval: a})
+			if a.DecidedSeq > 0 {
+				evs = append(evs, ev{seq: a.DecidedSeq, approval: a, decided: true})
+			}
+		}
 	}
 	slices.SortFunc(evs, func(a, b ev) int { return int(a.seq - b.seq) })
 	states := map[activity.ExecutionID]activity.State{}
 	for _, e := range evs {
 		var f Frame
-		if e.call != nil {
+		switch {
+		case e.call != nil:
 			f = callFrame(e.call.Seq, e.call.ID, e.call.ExecutionID, e.call.Disposition, e.call.ReceivedAt)
-		} else {
+		case e.approval != nil:
+			f = approvalFrame(e.seq, e.approval, e.decided)
+		default:
 			f = transitionFrame(e.tr)
 			states[e.tr.ExecutionID] = e.tr.To
 		}
@@ -157,6 +171,27 @@ func copyStates(m map[activity.ExecutionID]activity.State) map[activity.Executio
 		out[k] = v
 	}
 	return out
+}
+
+// approvalFrame is an operator approval the execution waited on: asked
+// (the gateway's step), then decided, by whom and when, with the note.
+func approvalFrame(seq int64, a *activity.Approval, decided bool) Frame {
+	f := Frame{Seq: seq, Kind: FrameApproval, From: LaneGateway, To: LaneGateway, ExecutionID: a.ExecutionID}
+	if !decided {
+		at := a.RequestedAt
+		f.Time = &at
+		f.Label = fmt.Sprintf("%s approval %s requested", a.Kind, ShortID(a.ID))
+		return f
+	}
+	if a.DecidedAt.OK {
+		at := a.DecidedAt.V
+		f.Time = &at
+	}
+	f.Label = fmt.Sprintf("approval %s %s by %s", ShortID(a.ID), a.State, a.Operator)
+	if a.Note != "" {
+		f.Label += ": " + a.Note
+	}
+	return f
 }
 
 func callFrame(seq int64, id activity.CallID, exec activity.ExecutionID, d activity.Disposition, at time.Time) Frame {

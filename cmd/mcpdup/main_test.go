@@ -659,3 +659,32 @@ func TestAnalyzeTriageOrder(t *testing.T) {
 		t.Fatalf("-q printed no answers:\n%s", out)
 	}
 }
+
+// Approvals (who approved, when, with what note) are in the report, the
+// replay and the timeline: no unexplained gap between accepted and
+// authorized.
+func TestApprovalsInReportsAndReplay(t *testing.T) {
+	demoDB(t)
+	_, out, _ := mcpdup(t, "analyze", "-o", "json")
+	var res struct {
+		Suspects []struct{ ID, Tool string }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, s := range res.Suspects {
+		if s.Tool == "charge_card" {
+			id = s.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no charge_card suspect:\n%s", out)
+	}
+	for _, args := range [][]string{{"report", id}, {"report", id, "-o", "html"}, {"replay", id}} {
+		code, out, errs := mcpdup(t, args...)
+		if code != 0 || !strings.Contains(out, "per_use approval apv_") || !strings.Contains(out, "approved by alice: charge for cus_481 matches order o-2291") {
+			t.Fatalf("mcpdup %s: %d %s\n%s", strings.Join(args, " "), code, errs, out)
+		}
+	}
+}
