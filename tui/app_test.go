@@ -690,3 +690,34 @@ func TestSuspectIDsAt80Columns(t *testing.T) {
 		t.Fatalf("no usable suspect id at 80 columns:\n%s", v)
 	}
 }
+
+// On a short terminal a suspect's timeline starts at its first event,
+// says what is cut off, and scrolls (↓, G, g, pgup), as every list does.
+func TestTimelineScrollsOnAShortTerminal(t *testing.T) {
+	m, _, _ := newTestModel(t, 80, 24)
+	press(m, "enter")
+	v := m.View()
+	if !strings.Contains(v, "tools/call") || !strings.Contains(v, "more below") || strings.Contains(v, "more above") {
+		t.Fatalf("the timeline must start at the first call and say what is below:\n%s", v)
+	}
+	press(m, "G")
+	v = m.View()
+	if !strings.Contains(v, "more above") || strings.Contains(v, "more below") {
+		t.Fatalf("G must show the last events:\n%s", v)
+	}
+	press(m, "g")
+	if v = m.View(); !strings.Contains(v, "events 1–") {
+		t.Fatalf("g must return to the first event:\n%s", v)
+	}
+	press(m, "down")
+	if v = m.View(); !strings.Contains(v, "events 2–") {
+		t.Fatalf("↓ must scroll by one:\n%s", v)
+	}
+	// In replay, G jumps to the last event.
+	press(m, "p")
+	press(m, "G")
+	v = m.View()
+	if got := regexp.MustCompile(`replay: event (\d+) of (\d+)`).FindStringSubmatch(v); got == nil || got[1] != got[2] {
+		t.Fatalf("G in replay must reach the last event:\n%s", v)
+	}
+}

@@ -147,6 +147,21 @@ func TestConsoleOnCallInTmux(t *testing.T) {
 			if err != nil || !strings.Contains(string(out), "# Post-incident report") {
 				t.Fatalf("mcpdup report %s (the id as the screen shows it): %v\n%s", id, err, out)
 			}
+			// The suspect's timeline starts at its first event and scrolls.
+			tm.keys("Enter")
+			tm.waitFor("1. Did one agent process send both calls?")
+			screen = tm.capture()
+			if !strings.Contains(screen, "tools/call") {
+				t.Fatalf("the first tools/call is not on screen:\n%s", screen)
+			}
+			if strings.Contains(screen, "more below") { // cut off: it must scroll
+				tm.waitFor("more below")
+				tm.keys("G")
+				tm.waitFor("more above")
+				tm.keys("g")
+				tm.waitFor("events 1–")
+			}
+			tm.keys("Escape")
 			tm.keys("q")
 			tm.waitExit()
 		})

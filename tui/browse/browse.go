@@ -96,10 +96,14 @@ func (m Model) View() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%s (%d)", m.title, len(m.rows)), m.width)) + "\n")
-	b.WriteString(m.styles.Muted.Render(cells.Clip(cells.Cursor(false)+m.header, m.width)) + "\n")
 	rows := m.page()
 	start := max(m.cursor-rows+1, 0)
+	title := fmt.Sprintf("%s (%d)", m.title, len(m.rows))
+	if w := nav.Where(start, start+rows, len(m.rows)); w != "" {
+		title += " · " + w
+	}
+	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
+	b.WriteString(m.styles.Muted.Render(cells.Clip(cells.Cursor(false)+m.header, m.width)) + "\n")
 	for i := start; i < min(start+rows, len(m.rows)); i++ {
 		line := cells.Clip(cells.Cursor(i == m.cursor)+m.rows[i], m.width)
 		if i == m.cursor {

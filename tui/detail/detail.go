@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
 	"github.com/mcpdup/mcpdup/tui/cells"
+	"github.com/mcpdup/mcpdup/tui/nav"
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
@@ -25,6 +26,7 @@ type Model struct {
 	step      int // questions revealed: 1..5, then 6 shows the verdict
 	replaying bool
 	frame     int // replay position
+	top       int // the first event shown outside replay (scrolled with ↑/↓, g/G, pgup/pgdn)
 	width     int
 	height    int
 	back      bool // set by esc; the app takes it after Update
@@ -43,13 +45,13 @@ func New(styles theme.Styles) Model { return Model{styles: styles} }
 
 // SetSuspect shows a suspect from its first question.
 func (m *Model) SetSuspect(s *analyze.Suspect) {
-	m.sus, m.tl, m.step, m.replaying, m.frame = s, report.SuspectTimeline(s), 1, false, 0
+	m.sus, m.tl, m.step, m.replaying, m.frame, m.top = s, report.SuspectTimeline(s), 1, false, 0, 0
 }
 
 // SetRange shows a time range's events, replayed from the first: no
 // suspect, no questions; esc leaves.
 func (m *Model) SetRange(tl *report.Timeline) {
-	m.sus, m.tl, m.step, m.replaying, m.frame = nil, tl, 0, true, 0
+	m.sus, m.tl, m.step, m.replaying, m.frame, m.top = nil, tl, 0, true, 0, 0
 }
 
 // Suspect is the suspect shown (nil for a time range).
@@ -92,6 +94,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.frame = max(min(m.frame+1, len(m.tl.Frames)-1), 0)
 		case key.Matches(km, keys.StepPrev):
 			m.frame = max(m.frame-1, 0)
+		default:
+			if f, ok := nav.Move(km, m.frame, len(m.tl.Frames), m.page()); ok {
+				m.frame = min(max(f, 0), max(len(m.tl.Frames)-1, 0))
+			}
 		}
 		return m, nil
 	}
@@ -104,9 +110,21 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.step = max(m.step-1, 1)
 	case key.Matches(km, keys.Replay):
 		m.replaying, m.frame = true, 0
+	default:
+		// The timeline under the walk scrolls: a short terminal must not
+		// hide its first events.
+		if t, ok := nav.Move(km, m.top, len(m.tl.Frames), m.page()); ok {
+			if key.Matches(km, nav.Keys.Bottom) {
+				t = len(m.tl.Frames) // View clamps to the last page
+			}
+			m.top = min(max(t, 0), len(m.tl.Frames))
+		}
 	}
 	return m, nil
 }
+
+// page is how far pgup/pgdn move in the timeline.
+func (m Model) page() int { return max(m.height/2, 1) }
 
 // View draws the walk above the timeline.
 func (m Model) View() string {
@@ -174,18 +192,33 @@ func (m Model) swimlanes(height int) string {
 	laneW := min(max((m.width-prefixW-32)/2, len("gateway")+2), 24) // a lane's name fits with a space after
 	pos := map[report.Lane]int{report.LaneAgent: 0, report.LaneGateway: laneW, report.LaneTarget: 2 * laneW}
 	var b strings.Builder
+	rows := max(height-2, 1)
+	if m.replaying {
+		rows = max(rows-2, 1)
+	}
+	// Outside replay the window is where the operator scrolled it; in
+	// replay it follows the current event.
+	start := min(m.top, max(len(frames)-rows, 0))
+	if m.replaying {
+		start = max(last+1-rows, 0)
+	}
+	end := min(start+rows, last+1, len(frames))
 	title := "timeline"
 	if m.replaying {
-		title = fmt.Sprintf("replay: event %d of %d (↓ next, ↑ back, esc stops)", m.frame+1, len(frames))
+		title = fmt.Sprintf("replay: event %d of %d (↓ next, ↑ back, g/G first/last, esc stops)", m.frame+1, len(frames))
+	} else if w := nav.Where(start, end, len(frames)); w != "" {
+		title = fmt.Sprintf("timeline · events %s", w)
+		if start > 0 {
+			title += fmt.Sprintf(" · ↑ %d more above", start)
+		}
+		if end < len(frames) {
+			title += fmt.Sprintf(" · ↓ %d more below", len(frames)-end)
+		}
+		title += " (↑/↓ scroll, g/G, pgup/pgdn)"
 	}
 	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
 	b.WriteString(cells.Clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, "gateway", "target"), m.width) + "\n")
-	rows := height - 2
-	if m.replaying {
-		rows -= 2
-	}
-	start := max(last+1-max(rows, 1), 0)
-	for i := start; i <= last && i < len(frames); i++ {
+	for i := start; i < end; i++ {
 		f := frames[i]
 		line := []rune(strings.Repeat(" ", 2*laneW+1))
 		for _, l := range []report.Lane{report.LaneAgent, report.LaneGateway, report.LaneTarget} {

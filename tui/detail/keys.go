@@ -1,6 +1,10 @@
 package detail
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"github.com/charmbracelet/bubbles/key"
+
+	"github.com/mcpdup/mcpdup/tui/nav"
+)
 
 type keyMap struct {
 	Next, Prev, Replay, StepNext, StepPrev, Back key.Binding
@@ -23,4 +27,10 @@ func (m Model) ShortHelp() []key.Binding {
 	return []key.Binding{keys.Next, keys.Prev, keys.Replay, keys.Back}
 }
 
-func (m Model) FullHelp() [][]key.Binding { return [][]key.Binding{m.ShortHelp()} }
+func (m Model) FullHelp() [][]key.Binding {
+	moves := []key.Binding{nav.Keys.Top, nav.Keys.Bottom, nav.Keys.PageUp, nav.Keys.PageDown}
+	if !m.replaying && m.sus != nil {
+		moves = append([]key.Binding{nav.Keys.Up, nav.Keys.Down}, moves...) // scroll the timeline
+	}
+	return [][]key.Binding{m.ShortHelp(), moves}
+}

@@ -3,6 +3,8 @@
 package nav
 
 import (
+	"fmt"
+
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -44,4 +46,26 @@ func Move(km tea.KeyMsg, cursor, n, page int) (int, bool) {
 		return cursor + page, true
 	}
 	return cursor, false
+}
+
+// Where says which rows are on screen, "3–20 of 96" (rows start..end-1,
+// counted from 1), so a cut list never looks whole; "" when all fit.
+func Where(start, end, n int) string {
+	if n == 0 || start <= 0 && end >= n {
+		return ""
+	}
+	return fmt.Sprintf("%d–%d of %d", start+1, min(end, n), n)
+}
+
+// Window is the first row to show so that cursor is on screen, given the
+// previous first row: it moves only when the cursor leaves the window.
+func Window(first, cursor, n, rows int) int {
+	rows = max(rows, 1)
+	if cursor < first {
+		first = cursor
+	}
+	if cursor >= first+rows {
+		first = cursor - rows + 1
+	}
+	return min(max(first, 0), max(n-rows, 0))
 }

@@ -43,5 +43,5 @@ func (m Model) FullHelp() [][]key.Binding {
 	if m.step != stepBrowse {
 		return [][]key.Binding{m.ShortHelp()}
 	}
-	return [][]key.Binding{{nav.Keys.Up, nav.Keys.Down}, m.ShortHelp()}
+	return [][]key.Binding{nav.Keys.Bindings(), m.ShortHelp()}
 }

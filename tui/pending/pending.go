@@ -156,11 +156,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, func() tea.Msg { return DecideMsg{Approval: id, State: state, Note: note} }
 	}
 	it := m.selected()
+	if c, ok := nav.Move(km, m.cursor, len(m.items), m.rows()); ok {
+		m.cursor = min(max(c, 0), max(len(m.items)-1, 0))
+		return m, nil
+	}
 	switch {
-	case key.Matches(km, nav.Keys.Up):
-		m.cursor = max(m.cursor-1, 0)
-	case key.Matches(km, nav.Keys.Down):
-		m.cursor = min(m.cursor+1, max(len(m.items)-1, 0))
 	case it != nil && it.exec != nil && key.Matches(km, keys.Verify):
 		return m.ask("verified")
 	case it != nil && it.exec != nil && key.Matches(km, keys.Reject):
@@ -189,8 +189,11 @@ func (m Model) View() string {
 	if len(m.items) == 0 {
 		b.WriteString(m.styles.Muted.Render("  nothing is pending") + "\n")
 	}
-	rows := max(m.height-6, 1)
+	rows := m.rows()
 	start := max(m.cursor-rows+1, 0)
+	if w := nav.Where(start, start+rows, len(m.items)); w != "" {
+		b.WriteString(m.styles.Muted.Render(cells.Clip("  "+w+" (↑/↓, g/G, pgup/pgdn)", m.width)) + "\n")
+	}
 	for i := start; i < min(start+rows, len(m.items)); i++ {
 		line := cells.Cursor(i == m.cursor) + m.line(m.items[i])
 		if i == m.cursor {
@@ -244,3 +247,6 @@ func when(o activity.Opt[time.Time]) string {
 	}
 	return "sent " + o.V.UTC().Format("01-02 15:04:05")
 }
+
+// rows is how many items fit above the description and the prompt.
+func (m Model) rows() int { return max(m.height-7, 1) }

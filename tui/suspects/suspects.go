@@ -271,7 +271,11 @@ func (m Model) View() string {
 	case m.filter.Value() != "":
 		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.all)), m.width)))
 	default:
-		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy])+m.nearText(), m.width)))
+		where := ""
+		if w := nav.Where(m.offset, m.offset+rows, len(m.shown)); w != "" {
+			where = w + " · "
+		}
+		b.WriteString(m.styles.Muted.Render(cells.Clip(where+fmt.Sprintf("sorted by %s (s changes); / filters", sorts[m.sortBy])+m.nearText(), m.width)))
 	}
 	return b.String()
 }
