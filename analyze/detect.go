@@ -154,7 +154,7 @@ func loadSourceNames(ctx context.Context, s *activity.Store) (sourceNames, error
 	}
 	names := sourceNames{}
 	for _, src := range srcs {
-		names[src.ID] = src.File
+		names[src.ID] = src
 	}
 	return names, nil
 }

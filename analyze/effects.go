@@ -112,7 +112,7 @@ func sameKey(x, y activity.Execution) bool {
 }
 
 // sourceNames names import sources by their file, for evidence.
-type sourceNames map[activity.SourceID]string
+type sourceNames map[activity.SourceID]activity.Source
 
 // text is a provenance as a reviewer finds it: "file:line record"; empty
 // for the live gateway.
@@ -120,7 +120,7 @@ func (n sourceNames) text(p activity.Provenance) string {
 	if p.IsZero() {
 		return ""
 	}
-	s := firstNonEmpty(n[p.Source], string(p.Source))
+	s := firstNonEmpty(n[p.Source].File, string(p.Source))
 	if p.Line > 0 {
 		s += ":" + strconv.FormatInt(p.Line, 10)
 	}
@@ -196,3 +196,18 @@ func firstProvenance(ps ...activity.Provenance) activity.Provenance {
 	}
 	return activity.Provenance{}
 }
+
+// recorder names who recorded an execution: mcpdup's gateway for a live
+// one, else the format of the log it was imported from ("envoy",
+// "sallyport", "passthrough-capture"): the middle lane of its timeline is
+// that, not a gateway it never went through.
+func (n sourceNames) recorder(p activity.Provenance) string {
+	if p.IsZero() {
+		return RecorderGateway
+	}
+	return firstNonEmpty(n[p.Source].Format, "imported log")
+}
+
+// RecorderGateway is Suspect.Recorder for executions mcpdup's own gateway
+// recorded.
+const RecorderGateway = "gateway"

@@ -24,14 +24,17 @@ type Suspect struct {
 	LastAt     time.Time          `json:"last_at"`
 	Calls      []CallRef          `json:"calls"`
 	Executions []ExecutionSummary `json:"executions"`
-	Questions  []Answer           `json:"questions"`
-	Verdict    Verdict            `json:"verdict"`
-	Title      string             `json:"verdict_title"`
-	Severity   Severity           `json:"severity"`
-	Fix        string             `json:"recommended_fix"`
-	Summary    string             `json:"summary"`
-	Missing    []string           `json:"missing,omitempty"`
-	Effects    int                `json:"effects_shown"` // executions the records show acted
+	// Recorder is who recorded its executions: "gateway" (mcpdup's) or
+	// the format of the log they were imported from.
+	Recorder  string   `json:"recorder"`
+	Questions []Answer `json:"questions"`
+	Verdict   Verdict  `json:"verdict"`
+	Title     string   `json:"verdict_title"`
+	Severity  Severity `json:"severity"`
+	Fix       string   `json:"recommended_fix"`
+	Summary   string   `json:"summary"`
+	Missing   []string `json:"missing,omitempty"`
+	Effects   int      `json:"effects_shown"` // executions the records show acted
 	// Shown cites what shows a duplicate's two effects: each answer naming
 	// what it created, and a later request that undid the second.
 	Shown     []Evidence          `json:"effects_evidence,omitempty"`
@@ -132,6 +135,7 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group, names source
 	}
 	first := sus.Executions[0].exec
 	sus.Tool, sus.Target, sus.Method = first.Tool, first.Target, first.Method
+	sus.Recorder = names.recorder(first.Source)
 	runs := map[activity.RunID]activity.Run{}
 	for _, c := range g.calls {
 		if c.RunID == "" {

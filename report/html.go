@@ -53,7 +53,7 @@ svg text{font:12px system-ui,sans-serif}
 	b.WriteString("\n<table><tr><th>#</th><th>time</th><th>event</th><th>states after</th></tr>\n")
 	for _, f := range tl.Frames {
 		fmt.Fprintf(&b, "<tr><td>%d</td><td>%s</td><td>%s → %s: %s</td><td>%s</td></tr>\n",
-			f.Seq, e(frameTime(f)), f.From, f.To, e(f.Label), e(strings.Join(tl.States(f, Short), ", ")))
+			f.Seq, e(frameTime(f)), e(tl.LaneName(f.From)), e(tl.LaneName(f.To)), e(f.Label), e(strings.Join(tl.States(f, Short), ", ")))
 	}
 	b.WriteString("</table>\n")
 	if len(whatIf) > 0 {
@@ -84,7 +84,7 @@ func SequenceSVG(tl *Timeline) string {
 	for _, l := range []Lane{LaneAgent, LaneGateway, LaneTarget} {
 		x := lanes[l]
 		fmt.Fprintf(&b, `<rect x="%d" y="8" width="110" height="26" rx="4" fill="#e9eef5" stroke="#6b7c93"/><text x="%d" y="26" text-anchor="middle" font-weight="bold">%s</text>`,
-			x-55, x, l)
+			x-55, x, html.EscapeString(truncLabel(tl.LaneName(l), 18)))
 		fmt.Fprintf(&b, `<line x1="%d" y1="34" x2="%d" y2="%d" stroke="#9aa7b8" stroke-dasharray="4 3"/>`, x, x, height-8)
 	}
 	for i, f := range tl.Frames {
@@ -121,4 +121,12 @@ func toneColour(t Tone) string {
 		return "#c48a00"
 	}
 	return "#0a6b2d"
+}
+
+// truncLabel cuts a lane's name to fit its box.
+func truncLabel(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

@@ -19,7 +19,7 @@ func Markdown(w io.Writer, sus *analyze.Suspect, tl *Timeline, whatIf []analyze.
 	suspectMarkdown(&b, sus)
 	b.WriteString("\n## Timeline\n\n| # | time | lanes | event | states after |\n|---|---|---|---|---|\n")
 	for _, f := range tl.Frames {
-		fmt.Fprintf(&b, "| %d | %s | %s → %s | %s | %s |\n", f.Seq, frameTime(f), f.From, f.To, f.Label, strings.Join(tl.States(f, Short), ", "))
+		fmt.Fprintf(&b, "| %d | %s | %s → %s | %s | %s |\n", f.Seq, frameTime(f), tl.LaneName(f.From), tl.LaneName(f.To), f.Label, strings.Join(tl.States(f, Short), ", "))
 	}
 	whatIfMarkdown(&b, whatIf)
 	_, err := io.WriteString(w, b.String())

@@ -96,3 +96,16 @@ func TestReportsCiteTheRecords(t *testing.T) {
 		t.Errorf("html: want an inline SVG with one cross (the lost answer), no script:\n%.400s", p)
 	}
 }
+
+// A plain proxy's log is drawn with its recorder in the middle lane, not
+// a gateway it never went through.
+func TestMiddleLaneIsTheRecorder(t *testing.T) {
+	tl := &report.Timeline{Recorder: "envoy", Frames: []report.Frame{{Seq: 1, From: report.LaneAgent, To: report.LaneGateway, Label: "tools/call"}}}
+	svg := report.SequenceSVG(tl)
+	if !strings.Contains(svg, ">envoy</text>") || strings.Contains(svg, ">gateway</text>") {
+		t.Fatalf("middle lane: %s", svg)
+	}
+	if tl.LaneName(report.LaneGateway) != "envoy" || (&report.Timeline{}).LaneName(report.LaneGateway) != "gateway" {
+		t.Fatal("LaneName")
+	}
+}

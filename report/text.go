@@ -120,7 +120,7 @@ func TimelineTable(out io.Writer, tl *Timeline, whatIf []analyze.WhatIfCall, in 
 		for _, s := range tl.States(f, Full) {
 			states += s + " "
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s→%s\t%s\t%s\n", f.Seq, at, f.From, f.To, f.Label, states)
+		fmt.Fprintf(w, "%d\t%s\t%s→%s\t%s\t%s\n", f.Seq, at, tl.LaneName(f.From), tl.LaneName(f.To), f.Label, states)
 	}
 	if err := w.Flush(); err != nil {
 		return err

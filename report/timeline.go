@@ -57,7 +57,10 @@ type Frame struct {
 
 // Timeline is the ordered events of a suspect or a time range.
 type Timeline struct {
-	Title      string                 `json:"title"`
+	Title string `json:"title"`
+	// Recorder names the middle lane: "gateway" for mcpdup's, else what
+	// recorded the events (an imported log's format).
+	Recorder   string                 `json:"recorder,omitempty"`
 	Executions []activity.ExecutionID `json:"executions"` // in order of appearance
 	Frames     []Frame                `json:"frames"`
 }
@@ -65,7 +68,7 @@ type Timeline struct {
 // SuspectTimeline replays a suspect: its calls and every transition of its
 // executions, in log order.
 func SuspectTimeline(sus *analyze.Suspect) *Timeline {
-	tl := &Timeline{Title: fmt.Sprintf("%s: %s", sus.ID, sus.Title)}
+	tl := &Timeline{Title: fmt.Sprintf("%s: %s", sus.ID, sus.Title), Recorder: sus.Recorder}
 	type ev struct {
 		seq      int64
 		call     *analyze.CallRef
@@ -244,6 +247,15 @@ func (tl *Timeline) States(f Frame, id func(activity.ExecutionID) string) []stri
 		}
 	}
 	return out
+}
+
+// LaneName is how a lane is labelled on this timeline: the middle one is
+// the recorder's, so a plain proxy's log is not drawn as a gateway.
+func (tl *Timeline) LaneName(l Lane) string {
+	if l == LaneGateway && tl.Recorder != "" {
+		return tl.Recorder
+	}
+	return string(l)
 }
 
 // ShortID shortens an id to its prefix and last six characters

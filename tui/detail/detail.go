@@ -217,7 +217,7 @@ func (m Model) swimlanes(height int) string {
 		title += " (↑/↓ scroll, g/G, pgup/pgdn)"
 	}
 	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
-	b.WriteString(cells.Clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, "gateway", "target"), m.width) + "\n")
+	b.WriteString(cells.Clip(fmt.Sprintf("%-*s%-*s%-*s%s", prefixW, "", laneW, "agent", laneW, cells.Clip(m.tl.LaneName(report.LaneGateway), laneW-1), "target"), m.width) + "\n")
 	for i := start; i < end; i++ {
 		f := frames[i]
 		line := []rune(strings.Repeat(" ", 2*laneW+1))
