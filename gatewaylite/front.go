@@ -124,6 +124,17 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			g.refuseRate(w, r, actor, body)
 			return
 		}
+		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && r.Method == http.MethodPost {
+			if req, missing := missingStateless(r.Header, body, v); len(missing) > 0 {
+				if req.Method == "tools/call" {
+					g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: req.Method, Tool: truncate(req.Params.Name, maxSummaryName),
+						ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(string(req.ID), maxSummaryName)), ProtocolVersion: optString(v),
+						Reason: "400: incomplete " + protocolStateless + " request: lacks " + strings.Join(missing, ", ")})
+				}
+				refuseIncomplete(w, req, missing)
+				return
+			}
+		}
 		token := newToken()
 		r.Header.Set(headerActor, actor)
 		r.Header.Set(headerRequest, token)

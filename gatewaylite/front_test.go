@@ -140,3 +140,33 @@ func TestUnknownToolIsRecorded(t *testing.T) {
 		t.Fatalf("%d unknown-tool calls recorded, want %d", n, len(eras))
 	}
 }
+
+// A 2026-07-28 request missing several pieces is told all of them in one
+// error (the SDK alone names one at a time), and the refused call is
+// recorded.
+func TestIncompleteStatelessRequestNamesEveryMissingPiece(t *testing.T) {
+	h := newHarness(t, "")
+	req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_status","arguments":{"service":"a"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+agentToken)
+	req.Header.Set("MCP-Protocol-Version", loopback.ProtocolStateless)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"Mcp-Method", "Mcp-Name", "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", `"code":-32602`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("%d %s: the error does not name %s", resp.StatusCode, b, want)
+		}
+	}
+	if resp.StatusCode != http.StatusBadRequest || h.target.Reads() != 0 {
+		t.Fatalf("status %d, %d reads", resp.StatusCode, h.target.Reads())
+	}
+	if n := h.countCalls(`tool = 'get_status' AND disposition = 'refused' AND reason LIKE '400: incomplete%'`); n != 1 {
+		t.Fatalf("%d refused calls recorded, want 1", n)
+	}
+}
