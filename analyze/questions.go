@@ -313,7 +313,7 @@ func (w *walk) q1() Answer {
 	default:
 		a.Answer = Unknown
 		a.Evidence = append(a.Evidence, w.runEvidence(r1, "run "+string(r1.ID)), w.runEvidence(r2, "run "+string(r2.ID)))
-		a.Missing = fmt.Sprintf("the runs are told apart only by %s and %s, which a reconnect also changes", r1.IdentifiedBy, r2.IdentifiedBy)
+		a.Missing = weakRunsText(r1.IdentifiedBy, r2.IdentifiedBy)
 		a.Explanation = "Unknown: two runs, but " + a.Missing + ": it may be one process that reconnected."
 	}
 	return a
@@ -639,4 +639,14 @@ func (w *walk) summary() string {
 		b.WriteString("; the records show no effect at the target")
 	}
 	return b.String() + ". Verdict: " + s.Title + "."
+}
+
+// weakRunsText says what tells two runs apart when that is weak evidence,
+// naming it once when both runs rest on the same kind ("different
+// mcp_session values", not "mcp_session and mcp_session").
+func weakRunsText(a, b activity.RunIdentification) string {
+	if a == b {
+		return fmt.Sprintf("the runs are told apart only by different %s values, which a reconnect also changes", a)
+	}
+	return fmt.Sprintf("the runs are told apart only by %s and %s, which a reconnect also changes", a, b)
 }

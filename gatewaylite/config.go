@@ -36,6 +36,8 @@ type Config struct {
 	Limits      LimitsConfig                `toml:"limits"`
 
 	path string
+	// contractsOnly: read for the tools' contracts, not to serve.
+	contractsOnly bool
 }
 
 // ActorConfig is an authenticated agent identity.
@@ -168,11 +170,30 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // ParseConfig parses TOML configuration text and validates it.
-func ParseConfig(b []byte) (*Config, error) {
+func ParseConfig(b []byte) (*Config, error) { return parseConfig(b, false) }
+
+// LoadContracts reads a configuration only for its tools' contracts (the
+// analysis's what-if): it may name no [[actor]], since nothing will be
+// served. Everything it does say is still checked.
+func LoadContracts(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(b, true)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.path = path
+	return cfg, nil
+}
+
+func parseConfig(b []byte, contractsOnly bool) (*Config, error) {
 	var cfg Config
 	if err := tomlfile.Decode(b, &cfg); err != nil {
 		return nil, err
 	}
+	cfg.contractsOnly = contractsOnly
 	if err := cfg.normalise(); err != nil {
 		return nil, err
 	}
@@ -201,7 +222,7 @@ func (c *Config) normalise() error {
 	default:
 		return fmt.Errorf("session_grant: %q is not auto or ask", c.SessionGrant)
 	}
-	if len(c.Actors) == 0 {
+	if len(c.Actors) == 0 && !c.contractsOnly {
 		return errors.New("no [[actor]]: every call must authenticate as a configured actor")
 	}
 	seen := map[string]bool{}

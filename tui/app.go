@@ -210,6 +210,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.setStatus(msg.summary, false)
+		// Our own import is not new activity: live mode must not replace
+		// its summary with "new activity: reloaded".
+		m.logSize = max(m.logSize, msg.logSize)
 		if !msg.added {
 			return m, nil
 		}
@@ -355,7 +358,7 @@ func (m *Model) take() tea.Cmd {
 			return nil
 		}
 		m.setStatus("importing "+path+"…", false)
-		return importFile(m.opts.Import, path)
+		return importFile(m.store, m.opts.Import, path)
 	}
 	if from, to, ok := m.rangeAsk.Take(); ok {
 		m.setStatus("reading the range…", false)

@@ -602,6 +602,12 @@ func TestImportKey(t *testing.T) {
 	if _, after, _ := m.suspects.Counts(); after != total+5 {
 		t.Fatalf("suspects %d → %d, want 5 more", total, after)
 	}
+	// Live mode's next look at the log must not take our own import for
+	// new activity and replace its summary.
+	run(m, logSize(m.store))
+	if v := m.View(); !strings.Contains(v, "imported activity.jsonl") || strings.Contains(v, "new activity: reloaded") {
+		t.Fatalf("the import's summary was replaced:\n%s", v)
+	}
 	press(m, "i")
 	for _, r := range file {
 		press(m, string(r))

@@ -198,14 +198,16 @@ func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 type importedMsg struct {
 	summary string
 	added   bool
+	logSize int64 // the log's size after the import: not "new activity"
 	err     error
 }
 
 // importFile runs the console's Import (the command line's, the same code
 // as mcpdup import) on a file.
-func importFile(imp Import, path string) tea.Cmd {
+func importFile(s *activity.Store, imp Import, path string) tea.Cmd {
 	return func() tea.Msg {
 		summary, added, err := imp(context.Background(), path)
-		return importedMsg{summary: summary, added: added, err: err}
+		n, _ := s.LogSize(context.Background())
+		return importedMsg{summary: summary, added: added, logSize: n, err: err}
 	}
 }

@@ -250,10 +250,8 @@ func TestAnalyzeCommand(t *testing.T) {
 		}
 	}
 	cfg := filepath.Join(dir, "whatif.toml")
-	os.WriteFile(cfg, []byte(`[[actor]]
-name = "a"
-token_env = "X"
-[[tool]]
+	// A what-if configuration needs only the tools: no [[actor]].
+	os.WriteFile(cfg, []byte(`[[tool]]
 name = "pt_transfer_funds"
 url = "http://127.0.0.1:1/x"
 contract = "blocked_after_unknown"

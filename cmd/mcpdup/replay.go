@@ -172,7 +172,7 @@ func whatIfUnder(sus *analyze.Suspect, path string) ([]analyze.WhatIfCall, error
 	if path == "" {
 		return nil, nil
 	}
-	cfg, err := gatewaylite.LoadConfig(path)
+	cfg, err := gatewaylite.LoadContracts(path)
 	if err != nil {
 		return nil, err
 	}
