@@ -129,8 +129,10 @@ func New(s *activity.Store, opts Options) *Model {
 		opts.Title = s.Path()
 	}
 	sus, det, pend := suspects.New(styles), detail.New(styles), pending.New(styles)
-	execs := browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange)
-	runs := browse.New("agent runs (the Sessions log)", styles)
+	execs := browse.New("executions (newest first)", styles).WithKeys(keys.ReplayRange).
+		WithEmpty("no executions yet: a gateway records one for every tools/call it accepts; i imports a log that has them.")
+	runs := browse.New("agent runs (the Sessions log)", styles).
+		WithEmpty("no agent runs yet: each agent process a gateway sees (a session, a named run, a token) appears here.")
 	rangeAsk, fileAsk, opAsk := timerange.New(styles), importfile.New(styles), operator.New(styles)
 	m := &Model{
 		store: s, opts: opts,

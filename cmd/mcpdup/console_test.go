@@ -168,6 +168,33 @@ func TestConsoleOnCallInTmux(t *testing.T) {
 	}
 }
 
+// TestEmptyConsoleSaysWhatFillsIt opens the console on an empty database
+// at 80×24 and 200×50: every view says what would fill it.
+func TestEmptyConsoleSaysWhatFillsIt(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "empty.db"), filepath.Join(dir, "keys")
+	if out, err := exec.Command(bin, "init", "--db", db, "--key-dir", keys).CombinedOutput(); err != nil {
+		t.Fatalf("mcpdup init: %v\n%s", err, out)
+	}
+	for _, size := range [][2]int{{80, 24}, {200, 50}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			tm := startTmux(t, t.TempDir(), size[0], size[1], "env", "NO_COLOR=1", bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
+			tm.waitFor("[1] Suspects 0")
+			tm.waitFor("Import a log with i")
+			for key, want := range map[string]string{"2": "nothing awaits an operator", "3": "no executions yet", "4": "no agent runs yet"} {
+				tm.keys(key)
+				tm.waitFor(want)
+			}
+			tm.keys("q")
+			tm.waitExit()
+		})
+	}
+}
+
 // tmuxSession is one program running in a private tmux server.
 type tmuxSession struct {
 	t      testing.TB

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"runtime/debug"
@@ -88,8 +89,10 @@ const (
 // (activity.ImportPageSize).
 func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
 	path := g.dbPath()
-	if mode == writeStore {
-		if _, err := os.Stat(path); err != nil {
+	if mode == writeStore || mode == readStore {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, &exitError{code: 2, err: fmt.Errorf("no database at %s: mcpdup demo builds one with a scripted incident, mcpdup import FILE builds one from a log, mcpdup gateway records into one (or give --db)", path)}
+		} else if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 	}

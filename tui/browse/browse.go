@@ -25,7 +25,14 @@ type Model struct {
 	extra   []key.Binding // keys the app adds (help only)
 	width   int
 	height  int
+	empty   string // what the view shows with no rows: what would fill it
 	styles  theme.Styles
+}
+
+// WithEmpty returns m saying text when it has no rows.
+func (m Model) WithEmpty(text string) Model {
+	m.empty = text
+	return m
 }
 
 // New returns an empty table.
@@ -104,6 +111,9 @@ func (m Model) View() string {
 	}
 	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
 	b.WriteString(m.styles.Muted.Render(cells.Clip(cells.Cursor(false)+m.header, m.width)) + "\n")
+	if len(m.rows) == 0 && m.empty != "" {
+		b.WriteString(m.styles.Muted.Render(ansi.Wrap("  "+m.empty, max(m.width-1, 10), " ")) + "\n")
+	}
 	for i := start; i < min(start+rows, len(m.rows)); i++ {
 		line := cells.Clip(cells.Cursor(i == m.cursor)+m.rows[i], m.width)
 		if i == m.cursor {

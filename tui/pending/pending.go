@@ -187,7 +187,7 @@ func (m Model) View() string {
 	var b strings.Builder
 	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%d awaiting an operator: unknown outcomes and approvals", len(m.items)), m.width)) + "\n")
 	if len(m.items) == 0 {
-		b.WriteString(m.styles.Muted.Render("  nothing is pending") + "\n")
+		b.WriteString(m.styles.Muted.Width(max(m.width-1, 10)).Render("  nothing awaits an operator. Executions whose outcome is unknown (v verifies, x rejects) and approvals a gateway asks for (a approves, d denies) appear here.") + "\n")
 	}
 	rows := m.rows()
 	start := max(m.cursor-rows+1, 0)

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
@@ -245,12 +246,13 @@ func (m Model) View() string {
 	b.WriteString(m.styles.Title.Render(cells.Clip("    "+header(cols, toolW), m.width)) + "\n")
 	rows := m.rows()
 	if len(m.shown) == 0 {
-		msg := "  no suspects"
+		msg := "  no suspects: no two calls asked for the same effect. Import a log with i, point a gateway at this database (mcpdup gateway --config FILE --db …), or try mcpdup demo."
 		if m.filter.Value() != "" {
 			msg = fmt.Sprintf("  no suspects match %q (esc clears the filter)", m.filter.Value())
 		}
-		b.WriteString(m.styles.Muted.Render(cells.Clip(msg, m.width)) + "\n")
-		rows--
+		wrapped := ansi.Wrap(msg, max(m.width-1, 10), " ")
+		b.WriteString(m.styles.Muted.Render(wrapped) + "\n")
+		rows -= strings.Count(wrapped, "\n") + 1
 	}
 	for i := m.offset; i < min(m.offset+rows, len(m.shown)); i++ {
 		s := m.all[m.shown[i]]
