@@ -396,7 +396,7 @@ func (m *Model) decideAs(msg tea.Msg) tea.Cmd {
 // selected execution (a minute before it to five after).
 func (m *Model) askRange() tea.Cmd {
 	at := time.Now().UTC().Add(-10 * time.Minute)
-	if i := m.execs.Cursor(); i < len(m.execList) && m.execList[i].Times.Accepted.OK {
+	if i := m.execs.Selected(); i >= 0 && i < len(m.execList) && m.execList[i].Times.Accepted.OK {
 		at = m.execList[i].Times.Accepted.V.Add(-time.Minute)
 	}
 	return m.rangeAsk.Open(at, at.Add(6*time.Minute))

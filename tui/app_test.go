@@ -297,11 +297,11 @@ func TestTabsHelpAndBrowsers(t *testing.T) {
 	}
 	press(m, "?")
 	v := m.View()
-	if !strings.Contains(v, "mark verified") || strings.Contains(v, "filter") {
+	if !strings.Contains(v, "mark verified") || strings.Contains(v, "sort") {
 		t.Fatalf("pending help must list only pending keys:\n%s", v)
 	}
 	press(m, "?", "1", "?")
-	if v := m.View(); !strings.Contains(v, "filter") || strings.Contains(v, "mark verified") {
+	if v := m.View(); !strings.Contains(v, "sort") || strings.Contains(v, "mark verified") {
 		t.Fatalf("suspects help:\n%s", v)
 	}
 	press(m, "?", "3")
@@ -442,31 +442,52 @@ func TestPendingApprovals(t *testing.T) {
 func TestBrowserKeys(t *testing.T) {
 	m, _, _ := newTestModel(t, 120, 14)
 	press(m, "3")
-	if m.execs.Cursor() != 0 {
+	if m.execs.Selected() != 0 {
 		t.Fatal("cursor starts at the top")
 	}
 	press(m, "j", "down")
-	if m.execs.Cursor() != 2 {
-		t.Fatalf("j, ↓: %d", m.execs.Cursor())
+	if m.execs.Selected() != 2 {
+		t.Fatalf("j, ↓: %d", m.execs.Selected())
 	}
 	press(m, "G")
-	if m.execs.Cursor() != 7 {
-		t.Fatalf("G: %d", m.execs.Cursor())
+	if m.execs.Selected() != 7 {
+		t.Fatalf("G: %d", m.execs.Selected())
 	}
 	if v := m.View(); !strings.Contains(v, "› ✓ delivered") || !regexp.MustCompile(`act_[0-9A-Z]{26} · POST`).MatchString(v) {
 		t.Fatalf("the last row must be selected and its id shown whole:\n%s", v)
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyPgUp})
-	if m.execs.Cursor() >= 7 {
+	if m.execs.Selected() >= 7 {
 		t.Fatal("pgup")
 	}
 	press(m, "g", "k")
-	if m.execs.Cursor() != 0 {
+	if m.execs.Selected() != 0 {
 		t.Fatal("g, k stay at the top")
 	}
 	press(m, "?")
-	if v := m.View(); !strings.Contains(v, "page down") || strings.Contains(v, "filter") {
+	if v := m.View(); !strings.Contains(v, "page down") || !strings.Contains(v, "/   filter") {
 		t.Fatalf("browser help:\n%s", v)
+	}
+	press(m, "?")
+	// / filters this list too, on the row and its detail line.
+	press(m, "/")
+	if !m.execs.Captures() {
+		t.Fatal("/ must open the filter")
+	}
+	for _, r := range "charge_card" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	v := m.View()
+	if !strings.Contains(v, "filter: charge_card") || strings.Contains(v, "deploy_release  ") || !strings.Contains(v, "charge_card") {
+		t.Fatalf("filtered executions:\n%s", v)
+	}
+	if i := m.execs.Selected(); i < 0 || m.execList[i].Tool != "charge_card" {
+		t.Fatalf("the selection must map to the filtered row: %d", i)
+	}
+	press(m, "esc")
+	if strings.Contains(m.View(), "filter:") {
+		t.Fatal("esc must clear the filter")
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyShiftTab})
 	if m.tab != tabPending {
@@ -725,5 +746,30 @@ func TestTimelineScrollsOnAShortTerminal(t *testing.T) {
 	v = m.View()
 	if got := regexp.MustCompile(`replay: event (\d+) of (\d+)`).FindStringSubmatch(v); got == nil || got[1] != got[2] {
 		t.Fatalf("G in replay must reach the last event:\n%s", v)
+	}
+}
+
+// / filters the pending queue too; the tab still counts everything.
+func TestPendingFilter(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 30)
+	press(m, "2", "/")
+	for _, r := range "no-such-tool" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	if v := m.View(); !strings.Contains(v, `nothing pending matches "no-such-tool"`) || !strings.Contains(v, "[2] Pending 1") {
+		t.Fatalf("filtered queue:\n%s", v)
+	}
+	press(m, "esc")
+	if v := m.View(); !strings.Contains(v, "open_ticket") || strings.Contains(v, "filter:") {
+		t.Fatalf("esc must clear the filter:\n%s", v)
+	}
+	press(m, "/")
+	for _, r := range "OPEN_t" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	if v := m.View(); !strings.Contains(v, "open_ticket") || !strings.Contains(v, "(1 of 1;") {
+		t.Fatalf("a case-insensitive match:\n%s", v)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
@@ -15,18 +16,28 @@ import (
 	"github.com/mcpdup/mcpdup/tui/theme"
 )
 
-// Model is a titled table of text rows.
+// Model is a titled table of text rows, filtered with / like every list
+// of the console.
 type Model struct {
-	title   string
-	header  string
-	rows    []string
-	details []string // a line shown under the table for the selected row
-	cursor  int
-	extra   []key.Binding // keys the app adds (help only)
-	width   int
-	height  int
-	empty   string // what the view shows with no rows: what would fill it
-	styles  theme.Styles
+	title     string
+	header    string
+	rows      []string
+	details   []string      // a line shown under the table for the selected row
+	shown     []int         // indexes into rows that match the filter
+	cursor    int           // index into shown
+	extra     []key.Binding // keys the app adds (help only)
+	width     int
+	height    int
+	empty     string // what the view shows with no rows: what would fill it
+	filter    textinput.Model
+	filtering bool
+	styles    theme.Styles
+}
+
+var keys = struct{ Filter, Apply, Clear key.Binding }{
+	Filter: key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+	Apply:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply filter")),
+	Clear:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
 }
 
 // WithEmpty returns m saying text when it has no rows.
@@ -36,22 +47,48 @@ func (m Model) WithEmpty(text string) Model {
 }
 
 // New returns an empty table.
-func New(title string, styles theme.Styles) Model { return Model{title: title, styles: styles} }
+func New(title string, styles theme.Styles) Model {
+	f := textinput.New()
+	f.Prompt = "/"
+	f.CharLimit = 256
+	return Model{title: title, styles: styles, filter: f}
+}
 
-// SetRows replaces the contents.
+// SetRows replaces the contents; the filter stays.
 func (m *Model) SetRows(header string, rows, details []string) {
 	m.header, m.rows, m.details = header, rows, details
-	m.cursor = min(m.cursor, max(len(rows)-1, 0))
+	m.apply()
+}
+
+// apply recomputes the rows the filter lets through: a row matches when
+// its text or its detail line contains the filter, case-insensitively.
+func (m *Model) apply() {
+	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
+	m.shown = m.shown[:0]
+	for i, r := range m.rows {
+		if q == "" || strings.Contains(strings.ToLower(r), q) || i < len(m.details) && strings.Contains(strings.ToLower(m.details[i]), q) {
+			m.shown = append(m.shown, i)
+		}
+	}
+	m.cursor = min(m.cursor, max(len(m.shown)-1, 0))
 }
 
 // SetSize sets the view's box.
-func (m *Model) SetSize(w, h int) { m.width, m.height = max(w, 0), max(h, 0) }
+func (m *Model) SetSize(w, h int) {
+	m.width, m.height = max(w, 0), max(h, 0)
+	m.filter.Width = max(w-4, 1)
+}
 
-// Len is how many rows the table holds.
+// Len is how many rows the table holds, filtered or not.
 func (m Model) Len() int { return len(m.rows) }
 
-// Cursor is the selected row.
-func (m Model) Cursor() int { return m.cursor }
+// Selected is the selected row's index in the rows SetRows gave, or -1.
+func (m Model) Selected() int {
+	if m.cursor < len(m.shown) {
+		return m.shown[m.cursor]
+	}
+	return -1
+}
 
 // WithKeys adds keys the app handles for this table to its help.
 func (m Model) WithKeys(extra ...key.Binding) Model {
@@ -59,12 +96,18 @@ func (m Model) WithKeys(extra ...key.Binding) Model {
 	return m
 }
 
-// ShortHelp and FullHelp list the keys.
+// ShortHelp and FullHelp list the keys that work right now.
 func (m Model) ShortHelp() []key.Binding {
-	return append([]key.Binding{nav.Keys.Up, nav.Keys.Down}, m.extra...)
+	if m.filtering {
+		return []key.Binding{keys.Apply, keys.Clear}
+	}
+	return append([]key.Binding{nav.Keys.Up, nav.Keys.Down, keys.Filter}, m.extra...)
 }
 func (m Model) FullHelp() [][]key.Binding {
-	cols := [][]key.Binding{nav.Keys.Bindings()}
+	if m.filtering {
+		return [][]key.Binding{m.ShortHelp()}
+	}
+	cols := [][]key.Binding{nav.Keys.Bindings(), {keys.Filter, keys.Clear}}
 	if len(m.extra) > 0 {
 		cols = append(cols, m.extra)
 	}
@@ -72,28 +115,55 @@ func (m Model) FullHelp() [][]key.Binding {
 }
 
 // page is the rows that fit under the title and header and above the
-// selected row's detail (detailLines).
-func (m Model) page() int { return max(m.height-3-detailLines, 1) }
+// selected row's detail (detailLines) and the filter line.
+func (m Model) page() int { return max(m.height-4-detailLines, 1) }
 
 const detailLines = 2
 
 // Init starts nothing: the app hands the table its rows.
 func (m *Model) Init() tea.Cmd { return nil }
 
-// Captures is false: a table has no text field.
-func (m *Model) Captures() bool { return false }
+// Captures reports whether the filter has the keyboard.
+func (m *Model) Captures() bool { return m.filtering }
 
 // Status is empty: the title counts the rows.
 func (m *Model) Status() string { return "" }
 
-// Update moves the cursor.
+// Update moves the cursor and edits the filter.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	km, ok := msg.(tea.KeyMsg)
 	if !ok {
 		return m, nil
 	}
-	m.cursor, _ = nav.Move(km, m.cursor, len(m.rows), m.page())
-	m.cursor = min(max(m.cursor, 0), max(len(m.rows)-1, 0))
+	if m.filtering {
+		switch {
+		case key.Matches(km, keys.Apply):
+			m.filtering = false
+			m.filter.Blur()
+		case key.Matches(km, keys.Clear):
+			m.filtering = false
+			m.filter.Blur()
+			m.filter.SetValue("")
+			m.apply()
+		default:
+			var cmd tea.Cmd
+			m.filter, cmd = m.filter.Update(km)
+			m.apply()
+			return m, cmd
+		}
+		return m, nil
+	}
+	switch {
+	case key.Matches(km, keys.Filter):
+		m.filtering = true
+		return m, m.filter.Focus()
+	case key.Matches(km, keys.Clear) && m.filter.Value() != "":
+		m.filter.SetValue("")
+		m.apply()
+		return m, nil
+	}
+	m.cursor, _ = nav.Move(km, m.cursor, len(m.shown), m.page())
+	m.cursor = min(max(m.cursor, 0), max(len(m.shown)-1, 0))
 	return m, nil
 }
 
@@ -106,28 +176,37 @@ func (m Model) View() string {
 	rows := m.page()
 	start := max(m.cursor-rows+1, 0)
 	title := fmt.Sprintf("%s (%d)", m.title, len(m.rows))
-	if w := nav.Where(start, start+rows, len(m.rows)); w != "" {
+	if w := nav.Where(start, start+rows, len(m.shown)); w != "" {
 		title += " · " + w
 	}
 	b.WriteString(m.styles.Title.Render(cells.Clip(title, m.width)) + "\n")
 	b.WriteString(m.styles.Muted.Render(cells.Clip(cells.Cursor(false)+m.header, m.width)) + "\n")
-	if len(m.rows) == 0 && m.empty != "" {
+	switch {
+	case len(m.rows) == 0 && m.empty != "":
 		b.WriteString(m.styles.Muted.Render(ansi.Wrap("  "+m.empty, max(m.width-1, 10), " ")) + "\n")
+	case len(m.shown) == 0:
+		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("  nothing matches %q (esc clears the filter)", m.filter.Value()), m.width)) + "\n")
 	}
-	for i := start; i < min(start+rows, len(m.rows)); i++ {
-		line := cells.Clip(cells.Cursor(i == m.cursor)+m.rows[i], m.width)
+	for i := start; i < min(start+rows, len(m.shown)); i++ {
+		line := cells.Clip(cells.Cursor(i == m.cursor)+m.rows[m.shown[i]], m.width)
 		if i == m.cursor {
 			line = m.styles.Selected.Render(line)
 		}
 		b.WriteString(line + "\n")
 	}
-	if m.cursor < len(m.details) {
-		lines := strings.Split(ansi.Wrap(m.details[m.cursor], m.width, " "), "\n")
+	if sel := m.Selected(); sel >= 0 && sel < len(m.details) {
+		lines := strings.Split(ansi.Wrap(m.details[sel], m.width, " "), "\n")
 		if len(lines) > detailLines {
 			lines = lines[:detailLines]
 			lines[detailLines-1] = cells.Clip(lines[detailLines-1]+"…", m.width)
 		}
-		b.WriteString(m.styles.Muted.Render(strings.Join(lines, "\n")))
+		b.WriteString(m.styles.Muted.Render(strings.Join(lines, "\n")) + "\n")
+	}
+	switch {
+	case m.filtering:
+		b.WriteString(m.filter.View())
+	case m.filter.Value() != "":
+		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.rows)), m.width)))
 	}
 	return b.String()
 }

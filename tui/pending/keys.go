@@ -7,7 +7,7 @@ import (
 )
 
 type keyMap struct {
-	Verify, Reject, Approve, Deny, Submit, Cancel, Yes key.Binding
+	Verify, Reject, Approve, Deny, Submit, Cancel, Yes, Filter key.Binding
 }
 
 var keys = keyMap{
@@ -18,6 +18,7 @@ var keys = keyMap{
 	Submit:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "continue")),
 	Cancel:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 	Yes:     key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes (anything else: no)")),
+	Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 }
 
 // ShortHelp and FullHelp list the keys that work in the current step.
@@ -27,6 +28,8 @@ func (m Model) ShortHelp() []key.Binding {
 		return []key.Binding{keys.Submit, keys.Cancel}
 	case stepConfirm:
 		return []key.Binding{keys.Yes}
+	case stepFilter:
+		return []key.Binding{keys.Submit, keys.Cancel}
 	}
 	var ks []key.Binding
 	if it := m.selected(); it != nil {
@@ -43,5 +46,5 @@ func (m Model) FullHelp() [][]key.Binding {
 	if m.step != stepBrowse {
 		return [][]key.Binding{m.ShortHelp()}
 	}
-	return [][]key.Binding{nav.Keys.Bindings(), m.ShortHelp()}
+	return [][]key.Binding{nav.Keys.Bindings(), append(m.ShortHelp(), keys.Filter)}
 }

@@ -40,6 +40,7 @@ const (
 	stepBrowse step = iota
 	stepNote
 	stepConfirm
+	stepFilter // typing the / filter
 )
 
 type item struct {
@@ -49,7 +50,9 @@ type item struct {
 
 // Model is the queue.
 type Model struct {
-	items  []item
+	all    []item // everything pending
+	items  []item // what the filter lets through, in order
+	filter textinput.Model
 	cursor int
 	width  int
 	height int
@@ -65,23 +68,38 @@ func New(styles theme.Styles) Model {
 	n.Prompt = "note: "
 	n.Placeholder = "what did you check? (required)"
 	n.CharLimit = 500
-	return Model{note: n, styles: styles}
+	f := textinput.New()
+	f.Prompt = "/"
+	f.CharLimit = 256
+	return Model{note: n, filter: f, styles: styles}
 }
 
 // SetItems replaces the queue's contents.
 func (m *Model) SetItems(execs []activity.Execution, approvals []activity.Approval) {
-	m.items = m.items[:0]
+	m.all = m.all[:0]
 	for i := range approvals {
-		m.items = append(m.items, item{approval: &approvals[i]})
+		m.all = append(m.all, item{approval: &approvals[i]})
 	}
 	for i := range execs {
-		m.items = append(m.items, item{exec: &execs[i]})
+		m.all = append(m.all, item{exec: &execs[i]})
+	}
+	m.apply()
+}
+
+// apply keeps the items whose line or description holds the filter.
+func (m *Model) apply() {
+	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
+	m.items = m.items[:0]
+	for _, it := range m.all {
+		if q == "" || strings.Contains(strings.ToLower(m.line(it)+" "+m.describe(it)), q) {
+			m.items = append(m.items, it)
+		}
 	}
 	m.cursor = min(m.cursor, max(len(m.items)-1, 0))
 }
 
-// Len is how many items wait.
-func (m Model) Len() int { return len(m.items) }
+// Len is how many items wait, whatever the filter shows.
+func (m Model) Len() int { return len(m.all) }
 
 // Captures reports whether a note or a confirmation is open: every key
 // goes to it (q types a q; anything but y answers No).
@@ -113,6 +131,23 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	switch m.step {
+	case stepFilter:
+		switch {
+		case key.Matches(km, keys.Submit):
+			m.step = stepBrowse
+			m.filter.Blur()
+		case key.Matches(km, keys.Cancel):
+			m.step = stepBrowse
+			m.filter.Blur()
+			m.filter.SetValue("")
+			m.apply()
+		default:
+			var cmd tea.Cmd
+			m.filter, cmd = m.filter.Update(km)
+			m.apply()
+			return m, cmd
+		}
+		return m, nil
 	case stepNote:
 		switch {
 		case key.Matches(km, keys.Cancel):
@@ -161,6 +196,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	switch {
+	case key.Matches(km, keys.Filter):
+		m.step = stepFilter
+		return m, m.filter.Focus()
+	case key.Matches(km, keys.Cancel) && m.filter.Value() != "":
+		m.filter.SetValue("")
+		m.apply()
 	case it != nil && it.exec != nil && key.Matches(km, keys.Verify):
 		return m.ask("verified")
 	case it != nil && it.exec != nil && key.Matches(km, keys.Reject):
@@ -186,7 +227,10 @@ func (m Model) View() string {
 	}
 	var b strings.Builder
 	b.WriteString(m.styles.Title.Render(cells.Clip(fmt.Sprintf("%d awaiting an operator: unknown outcomes and approvals", len(m.items)), m.width)) + "\n")
-	if len(m.items) == 0 {
+	if len(m.items) == 0 && len(m.all) > 0 {
+		b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("  nothing pending matches %q (esc clears the filter)", m.filter.Value()), m.width)) + "\n")
+	}
+	if len(m.all) == 0 {
 		b.WriteString(m.styles.Muted.Width(max(m.width-1, 10)).Render("  nothing awaits an operator. Executions whose outcome is unknown (v verifies, x rejects) and approvals a gateway asks for (a approves, d denies) appear here.") + "\n")
 	}
 	rows := m.rows()
@@ -204,6 +248,12 @@ func (m Model) View() string {
 	}
 	if it := m.selected(); it != nil {
 		b.WriteString("\n" + m.styles.Muted.Width(max(m.width-1, 10)).Render(m.describe(*it)) + "\n")
+	}
+	switch {
+	case m.step == stepFilter:
+		b.WriteString("\n" + m.filter.View())
+	case m.filter.Value() != "" && m.step == stepBrowse:
+		b.WriteString("\n" + m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.items), len(m.all)), m.width)))
 	}
 	switch m.step {
 	case stepNote:
