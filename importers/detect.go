@@ -39,7 +39,7 @@ func Detect(head []byte) (string, error) {
 		if name := detectPreset(obj); name != "" {
 			return name, nil
 		}
-		return "", fmt.Errorf("the first line is JSON with keys %s, which no format here has; give --format, or --mapping FILE to map its fields", keys(obj))
+		return "", &UnknownFormatError{Why: fmt.Sprintf("the first line is JSON with keys %s, which no format here has", keys(obj)), Mapping: true}
 	}
 	if first[0] == '{' {
 		// One pretty-printed document: look for its format's key near the top.
@@ -62,7 +62,22 @@ func Detect(head []byte) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("cannot tell the format from the first line %q; give --format (one of %s)", clip(first, 80), strings.Join(Formats(), ", "))
+	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
+}
+
+// UnknownFormatError: the format of a file could not be detected. Why is
+// what was seen; Error adds what to do on the command line (the console
+// offers the list to choose from instead).
+type UnknownFormatError struct {
+	Why     string
+	Mapping bool // JSON whose fields a --mapping could name
+}
+
+func (e *UnknownFormatError) Error() string {
+	if e.Mapping {
+		return e.Why + "; give --format (one of " + strings.Join(Formats(), ", ") + "), or --mapping FILE to map its fields"
+	}
+	return e.Why + "; give --format (one of " + strings.Join(Formats(), ", ") + ")"
 }
 
 // detectObject recognises a first line by the keys its format always has.

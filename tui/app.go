@@ -22,6 +22,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -49,8 +50,13 @@ import (
 // Import imports one log file into the store the console shows, as mcpdup
 // import does: the command line hands it to New, so the console depends
 // on the model only. It returns a line for the status bar and whether
-// anything was added (the views reload only then).
-type Import func(ctx context.Context, path string) (summary string, added bool, err error)
+// anything was added (the views reload only then). format is "" to
+// detect it, else one of Options.ImportFormats.
+type Import func(ctx context.Context, path, format string) (summary string, added bool, err error)
+
+// ErrFormatNeeded is what an Import error wraps when the file's format
+// cannot be detected: the console then asks for one from ImportFormats.
+var ErrFormatNeeded = errors.New("choose the file's format")
 
 // Options configure the console.
 type Options struct {
@@ -64,6 +70,9 @@ type Options struct {
 	Title string
 	// Import, if set, is what i runs on the file the operator names.
 	Import Import
+	// ImportFormats are the formats Import reads, offered when a file's
+	// format cannot be detected.
+	ImportFormats []string
 }
 
 // tab is one view of the tab line.
@@ -207,6 +216,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setBrowsers(msg.execs, msg.runs)
 		}
 	case importedMsg:
+		if errors.Is(msg.err, ErrFormatNeeded) && msg.format == "" && len(m.opts.ImportFormats) > 0 {
+			// Not a dead end: ask which format it is, from the list.
+			m.setStatus(strings.TrimSuffix(msg.err.Error(), ": "+ErrFormatNeeded.Error())+": which format is it?", false)
+			return m, m.fileAsk.AskFormat(msg.path, m.opts.ImportFormats)
+		}
 		if msg.err != nil {
 			m.setStatus("import: "+msg.err.Error(), true)
 			return m, nil
@@ -354,13 +368,13 @@ func (m *Model) take() tea.Cmd {
 		m.awaiting = nil
 		return m.decideAs(msg)
 	}
-	if path, ok := m.fileAsk.Take(); ok {
+	if path, format, ok := m.fileAsk.Take(); ok {
 		if m.opts.Import == nil {
 			m.setStatus("import is not available in this console", true)
 			return nil
 		}
 		m.setStatus("importing "+path+"…", false)
-		return importFile(m.store, m.opts.Import, path)
+		return importFile(m.store, m.opts.Import, path, format)
 	}
 	if from, to, ok := m.rangeAsk.Take(); ok {
 		m.setStatus("reading the range…", false)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -55,7 +57,7 @@ func testStore(t testing.TB) (*activity.Store, map[string]activity.ExecutionID) 
 func newTestModel(t testing.TB, w, h int) (*Model, *activity.Store, map[string]activity.ExecutionID) {
 	t.Helper()
 	s, ids := testStore(t)
-	m := New(s, Options{Operator: "alice", Poll: -1, Import: importInto(s)})
+	m := New(s, Options{Operator: "alice", Poll: -1, Import: importInto(s), ImportFormats: importers.Formats()})
 	run(m, m.Init())
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	return m, s, ids
@@ -64,8 +66,12 @@ func newTestModel(t testing.TB, w, h int) (*Model, *activity.Store, map[string]a
 // importInto is the Import the command line hands the console: the same
 // code as mcpdup import.
 func importInto(s *activity.Store) Import {
-	return func(ctx context.Context, path string) (string, bool, error) {
-		rep, err := importers.Import(ctx, s, path, importers.Options{})
+	return func(ctx context.Context, path, format string) (string, bool, error) {
+		rep, err := importers.Import(ctx, s, path, importers.Options{Format: format})
+		var unknown *importers.UnknownFormatError
+		if errors.As(err, &unknown) {
+			return "", false, fmt.Errorf("%s: %w", unknown.Why, ErrFormatNeeded)
+		}
 		return rep.Summary(), !rep.AlreadyImported, err
 	}
 }
@@ -771,5 +777,49 @@ func TestPendingFilter(t *testing.T) {
 	press(m, "enter")
 	if v := m.View(); !strings.Contains(v, "open_ticket") || !strings.Contains(v, "(1 of 1;") {
 		t.Fatalf("a case-insensitive match:\n%s", v)
+	}
+}
+
+// i completes the path with tab, and a file whose format cannot be
+// detected is not a dead end: the console asks which format it is, from
+// the list, and imports it as that.
+func TestImportAsksForTheFormat(t *testing.T) {
+	m, _, _ := newTestModel(t, 120, 40)
+	press(m, "i")
+	for _, r := range "../importers/testdata/sallyp" {
+		press(m, string(r))
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	if v := m.fileAsk.Value(); v != "../importers/testdata/sallyport/" {
+		t.Fatalf("tab completed to %q", v)
+	}
+	press(m, "esc")
+	odd := filepath.Join(t.TempDir(), "odd.log")
+	os.WriteFile(odd, []byte("%%% something no format here knows %%%\n"), 0o600)
+	press(m, "i")
+	for _, r := range odd {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	v := m.View()
+	if !m.fileAsk.IsOpen() || !strings.Contains(v, "format of odd.log:") || !strings.Contains(v, "cannot tell the format") || !strings.Contains(v, "sallyport") {
+		t.Fatalf("an undetected format must ask for one:\n%s", v)
+	}
+	for _, r := range "jpeg" {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	if !m.fileAsk.IsOpen() || !strings.Contains(m.View(), `"jpeg" is not one of`) {
+		t.Fatalf("a format not in the list must be refused in place:\n%s", m.View())
+	}
+	for range "jpeg" {
+		m.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+	}
+	for _, r := range "nginx" {
+		press(m, string(r))
+	}
+	run(m, press(m, "enter"))
+	if v := m.View(); m.fileAsk.IsOpen() || !strings.Contains(v, "odd.log") || strings.Contains(v, "cannot tell the format") {
+		t.Fatalf("the import must run as the chosen format:\n%s", v)
 	}
 }

@@ -196,6 +196,8 @@ func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 }
 
 type importedMsg struct {
+	path    string
+	format  string // as asked for; "" detected
 	summary string
 	added   bool
 	logSize int64 // the log's size after the import: not "new activity"
@@ -204,10 +206,10 @@ type importedMsg struct {
 
 // importFile runs the console's Import (the command line's, the same code
 // as mcpdup import) on a file.
-func importFile(s *activity.Store, imp Import, path string) tea.Cmd {
+func importFile(s *activity.Store, imp Import, path, format string) tea.Cmd {
 	return func() tea.Msg {
-		summary, added, err := imp(context.Background(), path)
+		summary, added, err := imp(context.Background(), path, format)
 		n, _ := s.LogSize(context.Background())
-		return importedMsg{summary: summary, added: added, logSize: n, err: err}
+		return importedMsg{path: path, format: format, summary: summary, added: added, logSize: n, err: err}
 	}
 }

@@ -87,10 +87,8 @@ func interactive() bool {
 // runConsole runs the console on s; i in it imports with the same code as
 // mcpdup import.
 func runConsole(s *activity.Store, opts tui.Options) error {
-	opts.Import = func(ctx context.Context, path string) (string, bool, error) {
-		rep, err := importers.Import(ctx, s, path, importers.Options{})
-		return rep.Summary(), !rep.AlreadyImported, err
-	}
+	opts.Import = consoleImport(s)
+	opts.ImportFormats = importers.Formats()
 	p := tea.NewProgram(tui.New(s, opts), tea.WithAltScreen())
 	_, err := p.Run()
 	return err
@@ -190,4 +188,17 @@ func selfCommand() string {
 		}
 	}
 	return exe
+}
+
+// consoleImport is what i runs in the console: mcpdup import's code; a
+// file whose format cannot be detected makes the console ask for it.
+func consoleImport(s *activity.Store) tui.Import {
+	return func(ctx context.Context, path, format string) (string, bool, error) {
+		rep, err := importers.Import(ctx, s, path, importers.Options{Format: format})
+		var unknown *importers.UnknownFormatError
+		if errors.As(err, &unknown) {
+			return "", false, fmt.Errorf("%s: %w", unknown.Why, tui.ErrFormatNeeded)
+		}
+		return rep.Summary(), !rep.AlreadyImported, err
+	}
 }

@@ -44,6 +44,19 @@ func Rebind(m Model, check func(string) error) Model {
 	return m
 }
 
+// Relabel changes the prompt's label (the text before the field).
+func (m *Model) Relabel(label string) { m.input.Prompt = label }
+
+// Value is what is typed so far.
+func (m Model) Value() string { return m.input.Value() }
+
+// Suggest offers completions of what is typed: tab accepts the shown one,
+// ctrl+n and ctrl+p move between them (the text field's own keys).
+func (m *Model) Suggest(s []string) {
+	m.input.ShowSuggestions = len(s) > 0
+	m.input.SetSuggestions(s)
+}
+
 // Open shows the prompt filled with value.
 func (m *Model) Open(value, hint string) tea.Cmd {
 	m.open, m.err, m.done = true, "", false
