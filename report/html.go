@@ -97,7 +97,10 @@ func SequenceSVG(tl *Timeline) string {
 		}
 		if x1 == x2 {
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="16" height="16" fill="#fff" stroke="%s"/>`, x1-8, y-8, colour)
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`, x1+14, y+4, colour, html.EscapeString(f.Label))
+			// A step's label runs to the right edge: cut it to fit there, the
+			// whole of it in a tooltip and in the table under the diagram.
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s"><title>%s</title>%s</text>`, x1+14, y+4, colour,
+				html.EscapeString(f.Label), html.EscapeString(truncLabel(f.Label, (width-x1-20)/7)))
 			continue
 		}
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.6" marker-end="url(#arrow)"/>`, x1, y, x2, y, colour)
