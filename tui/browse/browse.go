@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
@@ -19,26 +18,21 @@ import (
 // Model is a titled table of text rows, filtered with / like every list
 // of the console.
 type Model struct {
-	title     string
-	header    string
-	rows      []string
-	details   []string      // a line shown under the table for the selected row
-	shown     []int         // indexes into rows that match the filter
-	cursor    int           // index into shown
-	extra     []key.Binding // keys the app adds (help only)
-	width     int
-	height    int
-	empty     string // what the view shows with no rows: what would fill it
-	filter    textinput.Model
-	filtering bool
-	styles    theme.Styles
+	title   string
+	header  string
+	rows    []string
+	details []string      // a line shown under the table for the selected row
+	shown   []int         // indexes into rows that match the filter
+	cursor  int           // index into shown
+	extra   []key.Binding // keys the app adds (help only)
+	width   int
+	height  int
+	empty   string // what the view shows with no rows: what would fill it
+	filter  nav.Filter
+	styles  theme.Styles
 }
 
-var keys = struct{ Filter, Apply, Clear key.Binding }{
-	Filter: key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
-	Apply:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply filter")),
-	Clear:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
-}
+var keys = nav.FilterKeys
 
 // WithEmpty returns m saying text when it has no rows.
 func (m Model) WithEmpty(text string) Model {
@@ -48,10 +42,7 @@ func (m Model) WithEmpty(text string) Model {
 
 // New returns an empty table.
 func New(title string, styles theme.Styles) Model {
-	f := textinput.New()
-	f.Prompt = "/"
-	f.CharLimit = 256
-	return Model{title: title, styles: styles, filter: f}
+	return Model{title: title, styles: styles, filter: nav.NewFilter()}
 }
 
 // SetRows replaces the contents; the filter stays.
@@ -63,10 +54,14 @@ func (m *Model) SetRows(header string, rows, details []string) {
 // apply recomputes the rows the filter lets through: a row matches when
 // its text or its detail line contains the filter, case-insensitively.
 func (m *Model) apply() {
-	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
+	q := m.filter.Query()
 	m.shown = m.shown[:0]
 	for i, r := range m.rows {
-		if q == "" || strings.Contains(strings.ToLower(r), q) || i < len(m.details) && strings.Contains(strings.ToLower(m.details[i]), q) {
+		detail := ""
+		if i < len(m.details) {
+			detail = m.details[i]
+		}
+		if nav.Match(q, r, detail) {
 			m.shown = append(m.shown, i)
 		}
 	}
@@ -76,7 +71,7 @@ func (m *Model) apply() {
 // SetSize sets the view's box.
 func (m *Model) SetSize(w, h int) {
 	m.width, m.height = max(w, 0), max(h, 0)
-	m.filter.Width = max(w-4, 1)
+	m.filter.SetWidth(w - 4)
 }
 
 // Len is how many rows the table holds, filtered or not.
@@ -98,13 +93,13 @@ func (m Model) WithKeys(extra ...key.Binding) Model {
 
 // ShortHelp and FullHelp list the keys that work right now.
 func (m Model) ShortHelp() []key.Binding {
-	if m.filtering {
+	if m.filter.Typing() {
 		return []key.Binding{keys.Apply, keys.Clear}
 	}
 	return append([]key.Binding{nav.Keys.Up, nav.Keys.Down, keys.Filter}, m.extra...)
 }
 func (m Model) FullHelp() [][]key.Binding {
-	if m.filtering {
+	if m.filter.Typing() {
 		return [][]key.Binding{m.ShortHelp()}
 	}
 	cols := [][]key.Binding{nav.Keys.Bindings(), {keys.Filter, keys.Clear}}
@@ -124,7 +119,7 @@ const detailLines = 2
 func (m *Model) Init() tea.Cmd { return nil }
 
 // Captures reports whether the filter has the keyboard.
-func (m *Model) Captures() bool { return m.filtering }
+func (m *Model) Captures() bool { return m.filter.Typing() }
 
 // Status is empty: the title counts the rows.
 func (m *Model) Status() string { return "" }
@@ -135,30 +130,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if !ok {
 		return m, nil
 	}
-	if m.filtering {
-		switch {
-		case key.Matches(km, keys.Apply):
-			m.filtering = false
-			m.filter.Blur()
-		case key.Matches(km, keys.Clear):
-			m.filtering = false
-			m.filter.Blur()
-			m.filter.SetValue("")
+	if m.filter.Typing() {
+		changed, cmd := m.filter.Edit(km)
+		if changed {
 			m.apply()
-		default:
-			var cmd tea.Cmd
-			m.filter, cmd = m.filter.Update(km)
-			m.apply()
-			return m, cmd
 		}
-		return m, nil
+		return m, cmd
 	}
 	switch {
 	case key.Matches(km, keys.Filter):
-		m.filtering = true
-		return m, m.filter.Focus()
+		return m, m.filter.Open()
 	case key.Matches(km, keys.Clear) && m.filter.Value() != "":
-		m.filter.SetValue("")
+		m.filter.Clear()
 		m.apply()
 		return m, nil
 	}
@@ -203,7 +186,7 @@ func (m Model) View() string {
 		b.WriteString(m.styles.Muted.Render(strings.Join(lines, "\n")) + "\n")
 	}
 	switch {
-	case m.filtering:
+	case m.filter.Typing():
 		b.WriteString(m.filter.View())
 	case m.filter.Value() != "":
 		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.rows)), m.width)))

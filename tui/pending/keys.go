@@ -18,7 +18,7 @@ var keys = keyMap{
 	Submit:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "continue")),
 	Cancel:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 	Yes:     key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes (anything else: no)")),
-	Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+	Filter:  nav.FilterKeys.Filter,
 }
 
 // ShortHelp and FullHelp list the keys that work in the current step.

@@ -52,7 +52,7 @@ type item struct {
 type Model struct {
 	all    []item // everything pending
 	items  []item // what the filter lets through, in order
-	filter textinput.Model
+	filter nav.Filter
 	cursor int
 	width  int
 	height int
@@ -68,10 +68,7 @@ func New(styles theme.Styles) Model {
 	n.Prompt = "note: "
 	n.Placeholder = "what did you check? (required)"
 	n.CharLimit = 500
-	f := textinput.New()
-	f.Prompt = "/"
-	f.CharLimit = 256
-	return Model{note: n, filter: f, styles: styles}
+	return Model{note: n, filter: nav.NewFilter(), styles: styles}
 }
 
 // SetItems replaces the queue's contents.
@@ -88,10 +85,10 @@ func (m *Model) SetItems(execs []activity.Execution, approvals []activity.Approv
 
 // apply keeps the items whose line or description holds the filter.
 func (m *Model) apply() {
-	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
+	q := m.filter.Query()
 	m.items = m.items[:0]
 	for _, it := range m.all {
-		if q == "" || strings.Contains(strings.ToLower(m.line(it)+" "+m.describe(it)), q) {
+		if nav.Match(q, m.line(it), m.describe(it)) {
 			m.items = append(m.items, it)
 		}
 	}
@@ -132,22 +129,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	}
 	switch m.step {
 	case stepFilter:
-		switch {
-		case key.Matches(km, keys.Submit):
-			m.step = stepBrowse
-			m.filter.Blur()
-		case key.Matches(km, keys.Cancel):
-			m.step = stepBrowse
-			m.filter.Blur()
-			m.filter.SetValue("")
+		changed, cmd := m.filter.Edit(km)
+		if changed {
 			m.apply()
-		default:
-			var cmd tea.Cmd
-			m.filter, cmd = m.filter.Update(km)
-			m.apply()
-			return m, cmd
 		}
-		return m, nil
+		if !m.filter.Typing() {
+			m.step = stepBrowse
+		}
+		return m, cmd
 	case stepNote:
 		switch {
 		case key.Matches(km, keys.Cancel):
@@ -198,9 +187,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch {
 	case key.Matches(km, keys.Filter):
 		m.step = stepFilter
-		return m, m.filter.Focus()
+		return m, m.filter.Open()
 	case key.Matches(km, keys.Cancel) && m.filter.Value() != "":
-		m.filter.SetValue("")
+		m.filter.Clear()
 		m.apply()
 	case it != nil && it.exec != nil && key.Matches(km, keys.Verify):
 		return m.ask("verified")
