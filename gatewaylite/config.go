@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -157,7 +156,7 @@ const (
 // LoadConfig reads and validates a configuration file. Errors name the
 // file and the offending field.
 func LoadConfig(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := tomlfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +175,7 @@ func ParseConfig(b []byte) (*Config, error) { return parseConfig(b, false) }
 // analysis's what-if): it may name no [[actor]], since nothing will be
 // served. Everything it does say is still checked.
 func LoadContracts(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := tomlfile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

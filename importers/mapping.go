@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"sort"
@@ -162,7 +161,7 @@ func ParseMapping(b []byte) (*Mapping, error) {
 
 // LoadMapping reads a mapping file for --mapping.
 func LoadMapping(file string) (*Mapping, error) {
-	b, err := os.ReadFile(file)
+	b, err := tomlfile.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
