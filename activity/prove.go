@@ -370,3 +370,33 @@ func checkResult(ref string, content []byte) error {
 	}
 	return nil
 }
+
+// ProvenExecution checks an execution the gateway is about to act on (a
+// retry's match) against the record that last changed it: the row's state
+// must be what that signed record says. A row rewritten to look finished
+// or never dispatched would otherwise let a retry act a second time.
+// What this cannot see: a row rolled back to an earlier state together
+// with its updated_seq, or a row hidden from the match; proving an absence
+// would mean reading every later record. audit verify finds both.
+func (w *Tx) ProvenExecution(e Execution) error {
+	var updated int64
+	var state string
+	if err := w.queryRow(`SELECT updated_seq, state FROM executions WHERE id = ?`, string(e.ID)).Scan(&updated, &state); err != nil {
+		return fmt.Errorf("execution %s: %w", e.ID, notFound(err))
+	}
+	got, err := w.s.ProveRecord(w.ctx, updated)
+	if err != nil {
+		return fmt.Errorf("execution %s: %w", e.ID, err)
+	}
+	ok := false
+	switch r := got.(type) {
+	case *Transition:
+		ok = r.ExecutionID == e.ID && string(r.To) == state
+	case *Execution:
+		ok = r.ID == e.ID && state == string(StateAccepted)
+	}
+	if !ok || state != string(e.State) {
+		return fmt.Errorf("execution %s (%s): %w: record %d says otherwise", e.ID, state, ErrUnproven, updated)
+	}
+	return nil
+}

@@ -105,11 +105,26 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 
 	var exec activity.Execution
 	var rec activity.Recovery
-	var waiting []string // approvals the new execution waits on
+	var waiting []string              // approvals the new execution waits on
+	var unproven activity.ExecutionID // the match, when the signed log does not prove it
 	_, err = g.store.Write(ctx, func(w *activity.Tx) error {
 		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
 		if err != nil {
 			return err
+		}
+		// A retry acts on what the match says it is: that must be what the
+		// signed log says, or the store was edited behind its back.
+		if prior != nil && spec.contract != activity.ContractReadOnly {
+			if perr := w.ProvenExecution(*prior); errors.Is(perr, activity.ErrUnproven) {
+				g.log.Error("refused: matched execution not proven by the signed log", "execution", prior.ID, "error", perr)
+				call.Disposition = activity.DispositionRefused
+				call.Reason = fmt.Sprintf("refused: execution %s in the database is not what the signed log says (%v); an operator must run mcpdup audit verify", prior.ID, perr)
+				unproven = prior.ID
+				_, err := w.RecordCall(call)
+				return err
+			} else if perr != nil {
+				return perr
+			}
 		}
 		var why string
 		locked := true // a refusal by the lock stands unless the vault is provably unlocked
@@ -156,6 +171,10 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	})
 	if err != nil {
 		return g.notRecorded(call, "record call", err), nil
+	}
+	if unproven != "" {
+		return errorResult("This call was refused: the gateway's record of execution %s, the first call of this intent, is not what its signed log says, "+
+			"so it will not act on it. Nothing was sent to the target. An operator must check the gateway (mcpdup audit verify).", unproven), nil
 	}
 	if len(waiting) > 0 {
 		done := g.inflight.begin(exec.ID) // a retry meanwhile waits on this, never asks again

@@ -111,3 +111,32 @@ func TestForgedApprovalRefuses(t *testing.T) {
 		t.Fatalf("forged approval: %v %s (effects %d)", m, resultText(res), h.target.Total())
 	}
 }
+
+// TestForgedExecutionStateRefuses: an execution awaiting verification,
+// its row rewritten to say nothing was ever sent, must not let a retry act
+// a second time; the real state still serves retries.
+func TestForgedExecutionStateRefuses(t *testing.T) {
+	h := newHarness(t, "")
+	h.proxy.Next(loopback.DropResponse) // the charge's answer is lost: pending verification
+	cs := h.connect(loopback.ProtocolStateless, false)
+	args := map[string]any{"amount_cents": 500, "card_token": secretValue}
+	res := mustCall(t, cs, "charge_card", args, nil)
+	if m := execMeta(t, res); m["state"] != "pending_verification" {
+		t.Fatalf("setup: %v", m)
+	}
+	// A genuine retry is told it awaits verification.
+	if res := mustCall(t, cs, "charge_card", args, nil); execMeta(t, res)["state"] != "pending_verification" {
+		t.Fatalf("genuine retry: %s", resultText(res))
+	}
+	h.forge(`UPDATE executions SET state = 'failed_before_dispatch', outcome = NULL WHERE tool = 'charge_card'`)
+	res = mustCall(t, cs, "charge_card", args, nil)
+	if !res.IsError || !strings.Contains(resultText(res), "is not what its signed log says") {
+		t.Fatalf("a retry over a forged state: %s", resultText(res))
+	}
+	if got := h.target.Total(); got != 1 {
+		t.Fatalf("the target acted %d times", got)
+	}
+	if n := h.countCalls(`tool = 'charge_card' AND disposition = 'refused' AND reason LIKE 'refused: execution % is not what the signed log says%'`); n != 1 {
+		t.Fatalf("%d refusals recorded, want 1", n)
+	}
+}
