@@ -384,7 +384,7 @@ func (w *Tx) ProvenExecution(e Execution) error {
 	if err := w.queryRow(`SELECT updated_seq, state FROM executions WHERE id = ?`, string(e.ID)).Scan(&updated, &state); err != nil {
 		return fmt.Errorf("execution %s: %w", e.ID, notFound(err))
 	}
-	got, err := w.s.ProveRecord(w.ctx, updated)
+	got, err := w.provenOrOwn(updated)
 	if err != nil {
 		return fmt.Errorf("execution %s: %w", e.ID, err)
 	}
@@ -399,4 +399,31 @@ func (w *Tx) ProvenExecution(e Execution) error {
 		return fmt.Errorf("execution %s (%s): %w: record %d says otherwise", e.ID, state, ErrUnproven, updated)
 	}
 	return nil
+}
+
+// provenOrOwn decodes record seq: proven part of the signed log when it
+// is committed, or, when it is not committed yet (an earlier request of
+// this same group commit wrote it), as this process wrote it: nobody but
+// this transaction can have put it there.
+func (w *Tx) provenOrOwn(seq int64) (any, error) {
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	var canonical []byte
+	if err := w.queryRow(`SELECT canonical FROM audit_log WHERE seq = ?`, seq).Scan(&canonical); err != nil {
+		return nil, fmt.Errorf("record %d: %w: the log has no such record", seq, ErrUnproven)
+	}
+	var one int
+	err := w.s.r.QueryRowContext(w.ctx, `SELECT 1 FROM audit_log WHERE seq = ?`, seq).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		rec, err := ParseRecord(canonical)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", seq, err)
+		}
+		return rec.Event()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w.s.proveCanonical(w.ctx, seq, canonical)
 }

@@ -106,6 +106,11 @@ func (g *Gateway) handleInquiry(ctx context.Context, tool string, schema *inputS
 		res = g.verificationAnswer(e, call.Reason)
 	} else {
 		res = g.statusAnswer(e)
+		if outcomeState(e.State) {
+			// The answer carries the stored result: its delivery is this
+			// response's, tracked like a retry's.
+			g.delivery.expect(info.token, e.ID)
+		}
 	}
 	return res, nil
 }

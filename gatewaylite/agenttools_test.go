@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -130,4 +131,33 @@ func mustConfig(t *testing.T, h *harness, extra string) *gatewaylite.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// An inquiry's answer names an execution but does not deliver its
+// result: a result not delivered stays not delivered after a verification
+// request, and the next retry still gets it with the text that says so.
+func TestInquiryDoesNotDeliver(t *testing.T) {
+	h := newHarness(t, "")
+	cs := h.connect(loopback.ProtocolStateless, false)
+	args := map[string]any{"service": "billing", "version": "8"}
+	hold := make(chan struct{})
+	h.target.SetHold(hold)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		cs.CallTool(cctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: args})
+		close(done)
+	}()
+	waitFor(t, func() bool { return h.target.Total() == 1 }, "the target to act")
+	cancel()
+	<-done
+	h.target.SetHold(nil)
+	close(hold)
+	id := h.executions("deploy_release")[0].ID
+	h.waitState(id, activity.StateNotDelivered)
+	mustCall(t, cs, gatewaylite.ToolRequestVerification, map[string]any{"execution_id": string(id)}, nil)
+	time.Sleep(100 * time.Millisecond) // deliveries are recorded in the background
+	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateNotDelivered {
+		t.Fatalf("a verification request marked the result %s", e.State)
+	}
 }

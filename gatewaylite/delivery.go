@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,21 +92,30 @@ func (d *deliveries) handled(token string) {
 	}
 }
 
-// finish settles a request once the handler has written its response:
-// results seen in the written bytes are delivered (on any request: a GET
-// replaying a resumable stream delivers too), failed writes are delivery
-// failures, and expected results never written were not delivered.
-func (d *deliveries) finish(token string, w *deliveryWriter) {
+// finish settles a request once the handler has written its response.
+// A POST delivers only the results its own calls expected (an id quoted
+// anywhere else in an answer, an inquiry's or an upstream's, proves
+// nothing); a GET replaying a resumable stream delivers what it writes.
+// Failed writes are delivery failures, and expected results never
+// written were not delivered. Calls the SDK answered itself, without a
+// handler (an HTTP error, or a JSON-RPC error such as a request before the
+// session's initialisation), are recorded as refused, and the exchange
+// ends with them: clientGone says the response ended because the client
+// went away, when handlers may still be running.
+func (d *deliveries) finish(token string, w *deliveryWriter, method string, clientGone bool) {
 	w.FlushError()
 	d.mu.Lock()
 	var expected []activity.ExecutionID
 	var refused *activity.Call
 	if x := d.open[token]; x != nil {
 		expected, x.expected, x.finished = x.expected, nil, true
-		if x.calls > 0 && w.status >= 400 {
-			// An HTTP error before any handler ran: none will run now.
+		if x.calls > 0 && (w.status >= 400 || !clientGone) {
 			c := x.call
-			c.Reason = fmt.Sprintf("refused by the MCP layer before the tool ran: HTTP %d %s", w.status, http.StatusText(w.status))
+			if w.status >= 400 {
+				c.Reason = fmt.Sprintf("refused by the MCP layer before the tool ran: HTTP %d %s", w.status, http.StatusText(w.status))
+			} else {
+				c.Reason = "answered by the MCP layer before the tool ran (a JSON-RPC error: not initialised, malformed params, a repeated id)"
+			}
 			refused, x.calls = &c, 0
 		}
 		if x.calls <= 0 {
@@ -116,15 +126,18 @@ func (d *deliveries) finish(token string, w *deliveryWriter) {
 	if refused != nil {
 		d.g.recordRefused(context.Background(), *refused)
 	}
+	ours := func(id activity.ExecutionID) bool { return method == http.MethodGet || slices.Contains(expected, id) }
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id := range w.written {
-		if !w.failed[id] {
+		if !w.failed[id] && ours(id) {
 			d.send(deliveryEvent{id, activity.StateDelivered, "result written to the agent's connection"})
 		}
 	}
 	for id := range w.failed {
-		d.send(deliveryEvent{id, activity.StateDeliveryFailed, "writing the result to the agent failed: " + errText(w.writeErr)})
+		if ours(id) {
+			d.send(deliveryEvent{id, activity.StateDeliveryFailed, "writing the result to the agent failed: " + errText(w.writeErr)})
+		}
 	}
 	for _, id := range expected {
 		if !w.written[id] && !w.failed[id] {

@@ -139,6 +139,7 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		r.Header.Set(headerActor, actor)
 		r.Header.Set(headerRequest, token)
 		if n, id, tool := callsIn(body); n > 0 {
+			id = truncate(id, maxRPCID) // an id is for correlation: a MiB of it is not kept
 			if id != "" {
 				r.Header.Set(headerRPCID, id)
 			}
@@ -152,7 +153,7 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			h = stateless
 		}
 		h.ServeHTTP(dw, r)
-		g.delivery.finish(token, dw)
+		g.delivery.finish(token, dw, r.Method, r.Context().Err() != nil)
 	})
 }
 
@@ -188,13 +189,23 @@ func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor strin
 	msg := fmt.Sprintf("rate limit: actor %s is over %g requests per second (burst %d); nothing was sent to any target. Retry after a second.",
 		actor, lim.RatePerSecond, lim.RateBurst)
 	var m rpcMessage
+	// Recorded as strangers are: at most a few per second (a retry storm
+	// is what this limit meets), the rest counted into the next record.
 	if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
-		g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: m.Method, Tool: truncate(m.Params.Name, maxSummaryName),
-			ReceivedAt: g.now().UTC(), JSONRPCID: optString(string(m.ID)), ProtocolVersion: optString(r.Header.Get("MCP-Protocol-Version")),
-			SessionID: optString(r.Header.Get("Mcp-Session-Id")), Reason: "429: " + msg})
+		if g.overLimit.Allow() {
+			reason := "429: " + msg
+			if n := g.overLimitDropped.Swap(0); n > 0 {
+				reason += fmt.Sprintf("; %d more rate-limited calls refused since the last record, not recorded one by one", n)
+			}
+			g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: m.Method, Tool: truncate(m.Params.Name, maxSummaryName),
+				ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(string(m.ID), maxRPCID)), ProtocolVersion: optString(truncate(r.Header.Get("MCP-Protocol-Version"), 32)),
+				SessionID: optString(truncate(r.Header.Get("Mcp-Session-Id"), maxRPCID)), Reason: reason})
+		} else {
+			g.overLimitDropped.Add(1)
+		}
 	}
 	id := m.ID
-	if len(id) == 0 {
+	if len(id) == 0 || len(id) > maxRPCID {
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")

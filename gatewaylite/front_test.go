@@ -170,3 +170,19 @@ func TestIncompleteStatelessRequestNamesEveryMissingPiece(t *testing.T) {
 		t.Fatalf("%d refused calls recorded, want 1", n)
 	}
 }
+
+// A tools/call the SDK answers itself (here: before the session was
+// initialised) is recorded, and the exchange behind it ends.
+func TestCallAnsweredByTheSDKIsRecorded(t *testing.T) {
+	h := newHarness(t, "")
+	r := h.post("Bearer "+agentToken, "", "", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"x","version":"1"}}}`)
+	if r.StatusCode >= 500 {
+		t.Fatalf("status %d", r.StatusCode)
+	}
+	if n := h.countCalls(`tool = 'deploy_release' AND disposition = 'refused' AND (reason LIKE 'answered by the MCP layer%' OR reason LIKE 'refused by the MCP layer%')`); n != 1 {
+		t.Fatalf("%d refusals recorded, want 1 (status %d)", n, r.StatusCode)
+	}
+	if h.target.Total() != 0 {
+		t.Fatal("the call reached the target")
+	}
+}

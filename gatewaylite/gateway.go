@@ -13,9 +13,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -30,6 +32,10 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported to MCP clients.
 	Version string
+	// Lock is the database's gateway lock when the caller took it before
+	// opening the store (as mcpdup gateway does); nil: New takes it. The
+	// gateway releases it on Close either way.
+	Lock *DatabaseLock
 }
 
 // Gateway is the MCP front, the dispatchers and the lifecycle recorder.
@@ -48,6 +54,9 @@ type Gateway struct {
 	delivery *deliveries
 	auth     *authenticator
 	limits   *rateLimits
+	// overLimit bounds how many rate-limited calls are recorded one by one.
+	overLimit        *rate.Limiter
+	overLimitDropped atomic.Int64
 	// strangers records refused unauthenticated requests, bounded.
 	strangers *strangers
 	events    *mcp.MemoryEventStore
@@ -99,10 +108,13 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	}
 	// One gateway process per database, held before anything is read:
 	// recovery below may only settle executions no live process owns.
-	unlock, err := lockDatabase(store.Path())
-	if err != nil {
-		return nil, err
+	lock := opts.Lock
+	if lock == nil {
+		if lock, err = LockDatabase(store.Path()); err != nil {
+			return nil, err
+		}
 	}
+	unlock := lock.Release
 	g := &Gateway{
 		cfg: cfg, store: store, fp: fp, tools: map[string]*toolSpec{},
 		log: opts.Logger, now: opts.Now, stop: make(chan struct{}),
@@ -113,6 +125,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		return nil, err
 	}
 	g.limits, g.strangers = newRateLimits(cfg.Limits), newStrangers(g)
+	g.overLimit = rate.NewLimiter(rate.Limit(cfg.Limits.UnauthenticatedRecords), max(1, int(2*cfg.Limits.UnauthenticatedRecords)))
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)
 	g.events = mcp.NewMemoryEventStore(nil)
@@ -197,14 +210,18 @@ func (g *Gateway) Close() error {
 // both protocol eras, behind bearer-token authentication.
 func (g *Gateway) Handler() http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return g.server }
+	// The front bounds bodies at max_body_bytes; the SDK must not cut
+	// lower at its own default.
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		EventStore:     g.events,
-		SessionTimeout: g.cfg.RunIdleTimeout.Duration,
-		Logger:         g.log,
+		EventStore:          g.events,
+		SessionTimeout:      g.cfg.RunIdleTimeout.Duration,
+		Logger:              g.log,
+		MaxRequestBodyBytes: g.cfg.Limits.MaxBodyBytes,
 	})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true,
-		Logger:    g.log,
+		Stateless:           true,
+		Logger:              g.log,
+		MaxRequestBodyBytes: g.cfg.Limits.MaxBodyBytes,
 	})
 	return g.front(stateful, stateless)
 }

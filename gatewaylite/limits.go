@@ -30,7 +30,7 @@ type LimitsConfig struct {
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout Duration `toml:"idle_timeout"`
 	// RatePerSecond and RateBurst limit each actor's requests (token
-	// bucket); RatePerSecond 0 turns the limit off.
+	// bucket); 0 takes the default, -1 turns the limit off.
 	RatePerSecond float64 `toml:"rate_per_second"`
 	RateBurst     int     `toml:"rate_burst"`
 	// UnauthenticatedRecords bounds how many refused unauthenticated

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // LockedError is returned by New when another gateway process holds the
@@ -36,4 +37,28 @@ func holderPID(f *os.File) int {
 	n, _ := f.ReadAt(b, 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	return pid
+}
+
+// DatabaseLock is the gateway lock of a database, held until Release.
+type DatabaseLock struct {
+	release func() error
+	once    sync.Once
+	err     error
+}
+
+// LockDatabase takes the gateway lock of the database at path. Take it
+// before the store is opened for writing: opening seals what a crashed
+// writer left, which must not happen to a live gateway's tail.
+func LockDatabase(path string) (*DatabaseLock, error) {
+	release, err := lockDatabase(path)
+	if err != nil {
+		return nil, err
+	}
+	return &DatabaseLock{release: release}, nil
+}
+
+// Release lets the lock go; again is a no-op.
+func (l *DatabaseLock) Release() error {
+	l.once.Do(func() { l.err = l.release() })
+	return l.err
 }

@@ -55,18 +55,33 @@ func (s *inputSchema) check(raw json.RawMessage, secrets []string) error {
 		return nil
 	}
 	msg := err.Error()
-	if m, ok := instance.(map[string]any); ok {
-		for _, k := range secrets {
-			if v, ok := m[k]; ok {
-				msg = redactValue(msg, v)
-			}
+	m, _ := instance.(map[string]any)
+	for _, k := range secrets {
+		// A failure inside a secret argument says so and no more: the
+		// validator quotes the value it rejects, at any depth.
+		if strings.Contains(msg, "/properties/"+k+":") || strings.Contains(msg, "/properties/"+k+"/") {
+			return fmt.Errorf("argument %s does not match its schema (its value is secret and not shown)", k)
+		}
+		if v, ok := m[k]; ok {
+			msg = redactValue(msg, v)
 		}
 	}
 	return fmt.Errorf("%s", msg)
 }
 
-// redactValue removes every spelling of v the validator may have used.
+// redactValue removes every spelling of v, and of every value inside it,
+// that the validator may have used.
 func redactValue(msg string, v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, x := range v {
+			msg = redactValue(msg, x)
+		}
+	case []any:
+		for _, x := range v {
+			msg = redactValue(msg, x)
+		}
+	}
 	forms := []string{fmt.Sprint(v), fmt.Sprintf("%q", fmt.Sprint(v))}
 	if b, err := json.Marshal(v); err == nil {
 		forms = append(forms, string(b))

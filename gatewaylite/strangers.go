@@ -22,6 +22,7 @@ const (
 	strangerPrefix  = 4 << 10
 	strangerWait    = 2 * time.Second
 	maxSummaryName  = 64
+	maxRPCID        = 128 // a JSON-RPC id kept for correlation
 	unauthenticated = "unauthenticated"
 )
 

@@ -53,16 +53,24 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	defer gctune.Raise(gatewaylite.GCPercent)()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The lock first: opening for writing seals a crashed writer's tail,
+	// which must not happen to a gateway that is alive.
+	lock, err := gatewaylite.LockDatabase(g.dbPath())
+	if err != nil {
+		return err
+	}
 	store, err := g.openStore(ctx, createStore)
 	if err != nil {
+		lock.Release()
 		return err
 	}
 	defer store.Close()
 	var level slog.Level
 	level.UnmarshalText([]byte(c.LogLevel))
 	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: g.keyDir(), Logger: logger, Version: version})
+	gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: g.keyDir(), Logger: logger, Version: version, Lock: lock})
 	if err != nil {
+		lock.Release()
 		return err
 	}
 	defer gw.Close()
