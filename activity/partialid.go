@@ -49,8 +49,12 @@ func (p PartialID) Match(id string) bool {
 // Exact reports whether the text is a whole id of the given prefix
 // ("act_") rather than a fragment.
 func (p PartialID) Exact(kind string) bool {
-	return strings.HasPrefix(p.Text, kind) && len(p.Text) == len(kind)+26
+	rest, ok := strings.CutPrefix(p.Text, kind)
+	return ok && len(rest) == 26 && strings.Trim(rest, crockford) == ""
 }
+
+// crockford is the alphabet of an id's ULID (upper case, as ids are written).
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // ErrAmbiguous: a fragment matches more than one id.
 var ErrAmbiguous = errors.New("matches more than one id")

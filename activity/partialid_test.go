@@ -31,3 +31,16 @@ func TestPartialIDPick(t *testing.T) {
 		t.Errorf("an empty id must match nothing: %v", err)
 	}
 }
+
+func TestPartialIDExactIsAnID(t *testing.T) {
+	for typed, want := range map[string]bool{
+		"act_01JD8Z2K3M4N5P6Q7R8S9VF4KC": true,
+		"act_01jd8z2k3m4n5p6q7r8s9vf4kc": false, // lower case: looked up, not taken as is
+		"act_01JD8Z2K3M4N5P6Q7R8S9VF4K…": false,
+		"act_01JD8Z2K3M4N5P6Q7R8S9VF4KU": false, // U is not Crockford base32
+	} {
+		if got := activity.ParsePartialID(typed).Exact("act_"); got != want {
+			t.Errorf("%q: Exact %v, want %v", typed, got, want)
+		}
+	}
+}

@@ -200,6 +200,9 @@ func TestStrangersAreBounded(t *testing.T) {
 	if failed > 0 || ok < 10 {
 		t.Fatalf("the agent's calls did not keep succeeding: %d ok, %d failed", ok, failed)
 	}
+	if recorded == 0 {
+		t.Fatal("no refused stranger was recorded")
+	}
 	if perRecord > 2048 || recorded > 20*3+40+20 {
 		t.Fatalf("refused strangers cost %.0f bytes per record, %d records in 3 s (want at most 2 KiB each, at most 20/s after a burst of 40)", perRecord, recorded)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -36,7 +37,8 @@ func (g *Gateway) connectUpstream(ctx context.Context, u UpstreamConfig) error {
 		// What the server says on stderr is the operator's to read: each
 		// line becomes a log line naming the upstream (cut at 1 KiB, made
 		// safe for a terminal by the handler's quoting).
-		cmd.Stderr = &stderrLines{log: g.log.With("upstream", u.Name)}
+		cmd.Stderr = &stderrLines{log: g.log.With("upstream", u.Name), limit: rate.NewLimiter(10, 50)}
+		cmd.WaitDelay = 2 * time.Second // a grandchild holding stderr must not hang Close
 		transport = &mcp.CommandTransport{Command: cmd}
 		target = "stdio:" + u.Name
 	} else {
@@ -116,8 +118,10 @@ func (u *upstreamTool) dispatch(ctx context.Context, id activity.ExecutionID, ar
 
 // stderrLines turns an upstream's stderr into log lines.
 type stderrLines struct {
-	log *slog.Logger
-	buf []byte
+	log     *slog.Logger
+	buf     []byte
+	limit   *rate.Limiter // a chatty upstream must not flood the gateway's log
+	dropped int
 }
 
 const maxStderrLine = 1 << 10
@@ -141,6 +145,14 @@ func (s *stderrLines) Write(p []byte) (int, error) {
 func (s *stderrLines) emit(line []byte) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
+	}
+	if !s.limit.Allow() {
+		s.dropped++
+		return
+	}
+	if s.dropped > 0 {
+		s.log.Warn("upstream stderr lines dropped (more than 10 a second)", "dropped", s.dropped)
+		s.dropped = 0
 	}
 	s.log.Warn("upstream stderr", "line", truncate(string(line), maxStderrLine))
 }

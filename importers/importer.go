@@ -34,9 +34,9 @@ type Options struct {
 	// DryRun reads and checks everything, reports what would be
 	// imported, and writes nothing.
 	DryRun bool
-	// SeenIn, if set, is where a re-import is looked up instead of the
-	// store imported into: a dry run imports into a scratch store and asks
-	// the real one, opened read-only, whether the file is already there.
+	// SeenIn, if set, is where a re-import is also looked up: a dry run
+	// imports into a scratch store and asks the real one, opened
+	// read-only, whether the file is already there.
 	SeenIn *activity.Store
 	// ExportKey returns the key that checks an mcpdup export's signatures
 	// for its origin, and whether the operator pinned it. Nil: the chain
@@ -160,11 +160,13 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.SHA256 = sum
-	seen := s
-	if opts.SeenIn != nil {
-		seen = opts.SeenIn
+	prior, err := s.SourceBySHA256(ctx, sum, content)
+	if opts.SeenIn != nil && errors.Is(err, activity.ErrNotFound) {
+		// A dry run: the real database first, then what this run would
+		// already have added (a copy of a file given twice).
+		prior, err = opts.SeenIn.SourceBySHA256(ctx, sum, content)
 	}
-	if prior, err := seen.SourceBySHA256(ctx, sum, content); err == nil {
+	if err == nil {
 		rep.AlreadyImported, rep.Source, rep.Format = true, prior.ID, prior.Format
 		rep.Note = fmt.Sprintf("already imported on %s as %s; nothing added", prior.ImportedAt.UTC().Format(time.RFC3339), prior.ID)
 		return rep, nil

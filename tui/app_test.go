@@ -823,3 +823,30 @@ func TestImportAsksForTheFormat(t *testing.T) {
 		t.Fatalf("the import must run as the chosen format:\n%s", v)
 	}
 }
+
+// A reload while a decision is being typed does not move it to another
+// item: it lands on the one asked about.
+func TestPendingDecisionSurvivesAReload(t *testing.T) {
+	m, s, ids := newTestModel(t, 120, 30)
+	press(m, "2", "x")
+	for _, r := range "no ticket" {
+		press(m, string(r))
+	}
+	press(m, "enter")
+	// Live mode reloads the queue meanwhile, with an approval now first.
+	if _, err := s.Write(ctx, func(w *activity.Tx) error {
+		_, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalSession, Actor: "agent:other", Summary: "a new run"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run(m, loadPending(s))
+	run(m, press(m, "y"))
+	res, _ := s.Resolutions(ctx, ids["ticket"])
+	if len(res) != 1 || res[0].Note != "no ticket" {
+		t.Fatalf("the decision did not land on the execution asked about: %+v", res)
+	}
+	if as, _ := s.Approvals(ctx, true); len(as) != 1 {
+		t.Fatalf("the new approval was decided by mistake: %+v", as)
+	}
+}

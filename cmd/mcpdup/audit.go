@@ -161,6 +161,11 @@ func (c *CheckpointCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	w, commit, discard, err := c.open(g.stdout) // first: a refused file must not have sealed anything
+	if err != nil {
+		return err
+	}
+	defer discard()
 	cp, err := s.Seal(ctx, activity.SealManual)
 	if err != nil {
 		return err
@@ -168,11 +173,6 @@ func (c *CheckpointCmd) Run(g *Globals) error {
 	if cp.Size == 0 {
 		return errors.New("the log is empty: nothing to checkpoint")
 	}
-	w, commit, discard, err := c.open(g.stdout)
-	if err != nil {
-		return err
-	}
-	defer discard()
 	if c.Output == "json" {
 		err = writeJSON(w, map[string]any{"origin": cp.Origin, "size": cp.Size, "root_hash": cp.Root.String(),
 			"created_at": cp.CreatedAt.UTC().Format(time.RFC3339Nano), "reason": cp.Reason, "note": string(cp.Note)})

@@ -36,14 +36,15 @@ func (c *ExportCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.Seal(ctx, activity.SealManual); err != nil && !errors.Is(err, activity.ErrNoKey) {
-		return err
-	}
+	// The output first: a refused file must not have sealed anything.
 	w, commit, discard, err := c.open(g.stdout)
 	if err != nil {
 		return err
 	}
 	defer discard()
+	if _, err := s.Seal(ctx, activity.SealManual); err != nil && !errors.Is(err, activity.ErrNoKey) {
+		return err
+	}
 	if !c.toFile() {
 		if sw, ok := w.(*termsafe.Writer); ok {
 			w = sw.Raw // the records are bytes to keep exact, not text

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -29,6 +31,8 @@ func (o *outFile) open(stdout io.Writer) (w io.Writer, commit func() error, disc
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// A report or an export is for others to read: not CreateTemp's 0600.
+	tmp.Chmod(0o644)
 	commit = func() error {
 		if err := tmp.Sync(); err != nil {
 			return err
@@ -36,7 +40,23 @@ func (o *outFile) open(stdout io.Writer) (w io.Writer, commit func() error, disc
 		if err := tmp.Close(); err != nil {
 			return err
 		}
-		return os.Rename(tmp.Name(), o.File)
+		if o.Force {
+			return os.Rename(tmp.Name(), o.File)
+		}
+		// Without --force the file must still not exist: a link fails if
+		// something took the name since the check above.
+		err := os.Link(tmp.Name(), o.File)
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return &exitError{code: 2, err: fmt.Errorf("%s exists (use --force to overwrite)", o.File)}
+		case err != nil:
+			// A filesystem without hard links: check again, then rename.
+			if _, serr := os.Lstat(o.File); serr == nil {
+				return &exitError{code: 2, err: fmt.Errorf("%s exists (use --force to overwrite)", o.File)}
+			}
+			return os.Rename(tmp.Name(), o.File)
+		}
+		return os.Remove(tmp.Name())
 	}
 	discard = func() {
 		tmp.Close()

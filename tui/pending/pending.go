@@ -58,6 +58,7 @@ type Model struct {
 	height int
 	step   step
 	action string // verified | rejected | approved | denied
+	asked  string // the id of the item the note and confirmation are about
 	note   textinput.Model
 	styles theme.Styles
 }
@@ -159,7 +160,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !key.Matches(km, keys.Yes) {
 			return m, nil // No is the default
 		}
-		it := m.selected()
+		// The item asked about, not whatever sits at the cursor now: live
+		// mode may have reloaded the queue while the note was typed.
+		it := m.target()
 		if it == nil {
 			return m, nil
 		}
@@ -205,8 +208,30 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m *Model) ask(action string) (tea.Model, tea.Cmd) {
 	m.action, m.step = action, stepNote
+	m.asked = ""
+	if it := m.selected(); it != nil {
+		m.asked = itemID(*it)
+	}
 	m.note.SetValue("")
 	return m, m.note.Focus()
+}
+
+// target is the item the open question is about, wherever a reload has
+// put it, or nil if it has left the queue.
+func (m Model) target() *item {
+	for i := range m.all {
+		if itemID(m.all[i]) == m.asked {
+			return &m.all[i]
+		}
+	}
+	return nil
+}
+
+func itemID(it item) string {
+	if it.exec != nil {
+		return string(it.exec.ID)
+	}
+	return it.approval.ID
 }
 
 // View draws the queue and, when open, the prompt.
@@ -254,11 +279,11 @@ func (m Model) View() string {
 }
 
 func (m Model) subject() string {
+	if m.step != stepBrowse {
+		return m.asked
+	}
 	if it := m.selected(); it != nil {
-		if it.exec != nil {
-			return string(it.exec.ID)
-		}
-		return it.approval.ID
+		return itemID(*it)
 	}
 	return ""
 }
