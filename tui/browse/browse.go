@@ -42,7 +42,7 @@ func (m Model) WithEmpty(text string) Model {
 
 // New returns an empty table.
 func New(title string, styles theme.Styles) Model {
-	return Model{title: title, styles: styles, filter: nav.NewFilter()}
+	return Model{title: title, styles: styles, filter: nav.NewFilter("")}
 }
 
 // SetRows replaces the contents; the filter stays.

@@ -23,13 +23,18 @@ type Filter struct {
 	typing bool
 }
 
-// NewFilter returns an empty, closed filter.
-func NewFilter() Filter {
+// NewFilter returns an empty, closed filter; placeholder says what it
+// matches ("" for none).
+func NewFilter(placeholder string) Filter {
 	in := textinput.New()
 	in.Prompt = "/"
+	in.Placeholder = placeholder
 	in.CharLimit = 256
 	return Filter{input: in}
 }
+
+// Set puts q in the filter (as if typed and applied).
+func (f *Filter) Set(q string) { f.input.SetValue(q) }
 
 // Open starts typing in the filter.
 func (f *Filter) Open() tea.Cmd {
@@ -50,7 +55,7 @@ func (f *Filter) Clear() { f.input.SetValue("") }
 func (f *Filter) SetWidth(w int) { f.input.Width = max(w, 1) }
 
 // Edit handles a key while typing: enter keeps the filter, esc clears it,
-// anything else edits it. It reports whether the value may have changed.
+// anything else edits it. It reports whether the value changed.
 func (f *Filter) Edit(km tea.KeyMsg) (changed bool, cmd tea.Cmd) {
 	switch {
 	case key.Matches(km, FilterKeys.Apply):
@@ -63,8 +68,9 @@ func (f *Filter) Edit(km tea.KeyMsg) (changed bool, cmd tea.Cmd) {
 		f.input.SetValue("")
 		return true, nil
 	}
+	before := f.input.Value()
 	f.input, cmd = f.input.Update(km)
-	return true, cmd
+	return f.input.Value() != before, cmd
 }
 
 // View is the field while typing.

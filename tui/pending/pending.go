@@ -69,7 +69,7 @@ func New(styles theme.Styles) Model {
 	n.Prompt = "note: "
 	n.Placeholder = "what did you check? (required)"
 	n.CharLimit = 500
-	return Model{note: n, filter: nav.NewFilter(), styles: styles}
+	return Model{note: n, filter: nav.NewFilter(""), styles: styles}
 }
 
 // SetItems replaces the queue's contents.

@@ -21,14 +21,14 @@ var keys = keyMap{
 
 // ShortHelp and FullHelp list only the keys that work right now.
 func (m Model) ShortHelp() []key.Binding {
-	if m.filtering {
+	if m.filter.Typing() {
 		return []key.Binding{keys.Apply, keys.ClearFilter}
 	}
 	return []key.Binding{keys.Open, keys.Filter, keys.Sort}
 }
 
 func (m Model) FullHelp() [][]key.Binding {
-	if m.filtering {
+	if m.filter.Typing() {
 		return [][]key.Binding{{keys.Apply, keys.ClearFilter}}
 	}
 	moves := nav.Keys.Bindings()

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
@@ -25,22 +24,21 @@ var sorts = []string{"severity", "time", "tool", "verdict"}
 
 // Model is the list.
 type Model struct {
-	all       []*analyze.Suspect
-	idx       *index  // sort keys, search text, counts, sort orders
-	shown     []int32 // indexes into all, filtered and sorted; may share idx's order: never modify in place
-	shownQ    string  // the filter and
-	shownN    int     // the number of suspects and
-	sortedBy  int     // the sort shown was computed from
-	cursor    int
-	offset    int
-	width     int
-	height    int
-	sortBy    int
-	filter    textinput.Model
-	filtering bool
-	opened    *analyze.Suspect   // set by enter; the app takes it after Update
-	near      []analyze.NearMiss // calls of one tool that asked for other effects
-	styles    theme.Styles
+	all      []*analyze.Suspect
+	idx      *index  // sort keys, search text, counts, sort orders
+	shown    []int32 // indexes into all, filtered and sorted; may share idx's order: never modify in place
+	shownQ   string  // the filter and
+	shownN   int     // the number of suspects and
+	sortedBy int     // the sort shown was computed from
+	cursor   int
+	offset   int
+	width    int
+	height   int
+	sortBy   int
+	filter   nav.Filter
+	opened   *analyze.Suspect   // set by enter; the app takes it after Update
+	near     []analyze.NearMiss // calls of one tool that asked for other effects
+	styles   theme.Styles
 }
 
 // TakeOpened returns the suspect the operator just opened, once. The app
@@ -54,17 +52,13 @@ func (m *Model) TakeOpened() *analyze.Suspect {
 
 // New returns an empty list.
 func New(styles theme.Styles) Model {
-	f := textinput.New()
-	f.Prompt = "/"
-	f.Placeholder = "verdict, tool, suspect id…"
-	f.CharLimit = 120
-	return Model{filter: f, styles: styles, idx: &index{}}
+	return Model{filter: nav.NewFilter("verdict, tool, suspect id…"), styles: styles, idx: &index{}}
 }
 
 // SetSize sets the list's box.
 func (m *Model) SetSize(w, h int) {
 	m.width, m.height = max(w, 0), max(h, 0)
-	m.filter.Width = max(m.width-4, 1)
+	m.filter.SetWidth(m.width - 4)
 	m.clamp()
 }
 
@@ -118,7 +112,7 @@ func (m *Model) Add(more []*analyze.Suspect) {
 func (m Model) All() []*analyze.Suspect { return m.all }
 
 // Captures reports whether the filter has the keyboard (q must not quit).
-func (m *Model) Captures() bool { return m.filtering }
+func (m *Model) Captures() bool { return m.filter.Typing() }
 
 // Status is the list's part of the status bar: how many suspects, how many
 // shown, and the duplicates and risks among them by name.
@@ -162,23 +156,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if !ok {
 		return m, nil
 	}
-	if m.filtering {
-		switch {
-		case key.Matches(km, keys.Apply):
-			m.filtering = false
-			m.filter.Blur()
-			return m, nil
-		case key.Matches(km, keys.ClearFilter):
-			m.filtering = false
-			m.filter.Blur()
-			m.filter.SetValue("")
-			m.apply()
-			return m, nil
-		}
-		var cmd tea.Cmd
-		before := m.filter.Value()
-		m.filter, cmd = m.filter.Update(km)
-		if m.filter.Value() != before {
+	if m.filter.Typing() {
+		changed, cmd := m.filter.Edit(km)
+		if changed {
 			m.apply()
 		}
 		return m, cmd
@@ -190,10 +170,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	}
 	switch {
 	case key.Matches(km, keys.Filter):
-		m.filtering = true
-		return m, m.filter.Focus()
+		return m, m.filter.Open()
 	case key.Matches(km, keys.ClearFilter) && m.filter.Value() != "":
-		m.filter.SetValue("")
+		m.filter.Clear()
 		m.apply()
 	case key.Matches(km, keys.Sort):
 		m.sortBy = (m.sortBy + 1) % len(sorts)
@@ -208,7 +187,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // apply filters and sorts. Typing more of a filter only narrows what is
 // shown, so it searches the rows shown rather than all of them.
 func (m *Model) apply() {
-	q := strings.ToLower(strings.TrimSpace(m.filter.Value()))
+	q := m.filter.Query()
 	ord := m.idx.order(m.all, m.sortBy)
 	switch {
 	case q == "":
@@ -268,7 +247,7 @@ func (m Model) View() string {
 		b.WriteString("\n")
 	}
 	switch {
-	case m.filtering:
+	case m.filter.Typing():
 		b.WriteString(m.filter.View())
 	case m.filter.Value() != "":
 		b.WriteString(m.styles.Accent.Render(cells.Clip(fmt.Sprintf("filter: %s  (%d of %d; / edits, esc clears)", m.filter.Value(), len(m.shown), len(m.all)), m.width)))

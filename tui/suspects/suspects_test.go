@@ -42,7 +42,7 @@ func TestIndexMatchesNaive(t *testing.T) {
 		for by := range sorts {
 			m.sortBy = by
 			for _, q := range []string{"", "d", "de", "dep", "depl", "dep", "de", "", "CARD", "sus_0000", "nothing-matches"} {
-				m.filter.SetValue(q)
+				m.filter.Set(q)
 				m.apply()
 				want := naive(all, by, q)
 				if got := m.shownIDs(); !slices.Equal(got, want) {
