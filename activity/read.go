@@ -723,12 +723,31 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 	if to < 0 {
 		to = 1<<62 - 1
 	}
-	rows, err := s.query(ctx, `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
-		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key
-		FROM transitions t JOIN executions e ON e.id = t.execution_id WHERE t.seq BETWEEN ? AND ? ORDER BY t.seq`, from, to)
+	rows, err := s.query(ctx, transitionRowSelect+` WHERE t.seq BETWEEN ? AND ? ORDER BY t.seq`, from, to)
 	if err != nil {
 		return fmt.Errorf("scan transitions: %w", err)
 	}
+	return scanTransitionRows(rows, fn)
+}
+
+// ScanTransitionsByEffect streams every transition grouped by the effect
+// its execution requested, then by execution, each in log order: what a
+// fold over effects needs to hold only one group at a time (SQLite sorts,
+// spilling to its temporary files, not this process's memory).
+func (s *Store) ScanTransitionsByEffect(ctx context.Context, fn func(*TransitionRow) error) error {
+	rows, err := s.query(ctx, transitionRowSelect+` ORDER BY e.effect_key, t.execution_id, t.seq`)
+	if err != nil {
+		return fmt.Errorf("scan transitions: %w", err)
+	}
+	return scanTransitionRows(rows, fn)
+}
+
+const transitionRowSelect = `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
+		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key
+		FROM transitions t JOIN executions e ON e.id = t.execution_id`
+
+// scanTransitionRows reads rows of transitionRowSelect into one reused row.
+func scanTransitionRows(rows *sql.Rows, fn func(*TransitionRow) error) error {
 	defer rows.Close()
 	var r TransitionRow
 	for rows.Next() {
@@ -745,6 +764,7 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 		r.Implied = implied != 0
 		r.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
 		r.ExitCode = Opt[int]{int(exit.Int64), exit.Valid}
+		var err error
 		if r.At, err = parseOptTime(at); err != nil {
 			return err
 		}

@@ -43,3 +43,44 @@ func BenchmarkAnalyze(b *testing.B) {
 	b.ReportMetric(peak(), "peak-heap-MB")
 	b.Logf("verdicts: %s", counts)
 }
+
+// BenchmarkHistoryCheck runs the history checker over the same
+// 1,000,000-record store two ways, side by side: the Checker over the
+// history in log order (its maps grow with the executions) and Check,
+// which folds it grouped by effect and holds one group at a time. Both
+// report their peak heap and time.
+//
+//	go test ./analyze -run '^$' -bench HistoryCheck -benchtime 2x
+func BenchmarkHistoryCheck(b *testing.B) {
+	path, keys := activitytest.MillionMixed(b)
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		name string
+		run  func() (analyze.CheckResult, error)
+	}{
+		{"log-order", func() (analyze.CheckResult, error) {
+			c := analyze.NewChecker()
+			err := analyze.History(ctx, s, func(op analyze.Op) error { c.Add(op); return nil })
+			return c.Result(), err
+		}},
+		{"by-effect", func() (analyze.CheckResult, error) { return analyze.Check(ctx, s) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			peak := activitytest.PeakHeap()
+			var res analyze.CheckResult
+			for range b.N {
+				if res, err = c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/check")
+			b.ReportMetric(peak(), "peak-heap-MB")
+			b.ReportMetric(float64(res.Invocations), "invocations")
+			b.ReportMetric(float64(res.Duplicated), "duplicated")
+		})
+	}
+}

@@ -32,41 +32,53 @@ type Op struct {
 func History(ctx context.Context, s *activity.Store, fn func(Op) error) error {
 	unknown := map[activity.ExecutionID]bool{} // executions whose last completion was info
 	return s.ScanTransitions(ctx, 0, -1, func(t *activity.TransitionRow) error {
-		op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
-			ReadOnly: t.Contract == activity.ContractReadOnly}
-		if op.Process == "" {
-			op.Process = t.Actor
-		}
-		if t.At.OK {
-			at := t.At.V
-			op.Time = &at
-		}
-		switch t.To {
-		case activity.StateDispatched:
-			op.Type = "invoke"
-		case activity.StateSucceeded, activity.StateVerified:
-			op.Type = "ok"
-		case activity.StateFailed, activity.StateRejectedByOperator:
-			op.Type = "fail"
-		case activity.StateFailedBefore:
-			if t.From != activity.StateDispatched {
-				return nil // never invoked
-			}
-			op.Type = "fail"
-		case activity.StateUnknown:
-			op.Type = "info"
-		default:
+		op, ok := opOf(t, unknown[t.ExecutionID])
+		if !ok {
 			return nil
 		}
 		switch op.Type {
 		case "info":
 			unknown[t.ExecutionID] = true
 		case "ok", "fail":
-			op.Recovered = unknown[t.ExecutionID]
 			delete(unknown, t.ExecutionID)
 		}
 		return fn(op)
 	})
+}
+
+// opOf is the operation a transition is, if any: a dispatch invokes; a
+// success or an operator's verification is ok; a failure (after dispatch)
+// or an operator's rejection fails; an unknown outcome is info. wasInfo
+// says the execution's last completion was info, which this one settles.
+func opOf(t *activity.TransitionRow, wasInfo bool) (Op, bool) {
+	op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
+		ReadOnly: t.Contract == activity.ContractReadOnly}
+	if op.Process == "" {
+		op.Process = t.Actor
+	}
+	if t.At.OK {
+		at := t.At.V
+		op.Time = &at
+	}
+	switch t.To {
+	case activity.StateDispatched:
+		op.Type = "invoke"
+	case activity.StateSucceeded, activity.StateVerified:
+		op.Type = "ok"
+	case activity.StateFailed, activity.StateRejectedByOperator:
+		op.Type = "fail"
+	case activity.StateFailedBefore:
+		if t.From != activity.StateDispatched {
+			return op, false // never invoked
+		}
+		op.Type = "fail"
+	case activity.StateUnknown:
+		op.Type = "info"
+	default:
+		return op, false
+	}
+	op.Recovered = (op.Type == "ok" || op.Type == "fail") && wasInfo
+	return op, true
 }
 
 // CheckResult counts what a history shows, in the categories of Jepsen's
@@ -170,20 +182,123 @@ func (c *Checker) Result() CheckResult {
 	return r
 }
 
-// Check runs the checker over the store's whole history.
+// Check runs the checker over the store's whole history. It folds the
+// history grouped by effect, then by execution (the store sorts), so it
+// holds one execution's state and one effect's executions at a time:
+// memory does not grow with the number of executions. The counts are
+// exactly the Checker's over the history in log order (each execution's
+// operations keep their order; counts do not depend on the order between
+// executions).
 func Check(ctx context.Context, s *activity.Store) (CheckResult, error) {
+	var (
+		r        CheckResult
+		key      string                 // the effect being folded
+		tool     string                 // its tool
+		okExecs  []activity.ExecutionID // its executions that acted (reads excluded)
+		exec     activity.ExecutionID   // the execution being folded
+		pending  bool                   // invoked, not completed
+		unknown  bool                   // last completion was info, not resent since (still unknown)
+		wasInfo  bool                   // an info no ok or fail has settled yet (History's recovered)
+		acted    bool                   // an ok that counts for duplicates
+		started  bool
+		endExec  func()
+		endGroup func()
+	)
+	endExec = func() {
+		if pending {
+			r.Lost++
+		}
+		if unknown {
+			r.StillUnknown++
+		}
+		if acted {
+			okExecs = append(okExecs, exec)
+		}
+		pending, unknown, wasInfo, acted = false, false, false, false
+	}
+	endGroup = func() {
+		if len(okExecs) > 1 {
+			r.Duplicated++
+			r.DuplicatedEffects = append(r.DuplicatedEffects, key)
+			r.Duplicates = append(r.Duplicates, DuplicatedEffect{EffectKey: key, Tool: tool, Executions: slices.Clone(okExecs)})
+		}
+		okExecs = okExecs[:0]
+	}
+	err := s.ScanTransitionsByEffect(ctx, func(t *activity.TransitionRow) error {
+		if started && t.ExecutionID != exec {
+			endExec()
+			if t.EffectKey != key {
+				endGroup()
+			}
+		}
+		if !started || t.ExecutionID != exec {
+			exec, key, started = t.ExecutionID, t.EffectKey, true
+		}
+		op, ok := opOf(t, wasInfo)
+		if !ok {
+			return nil
+		}
+		switch op.Type {
+		case "info":
+			wasInfo = true
+		case "ok", "fail":
+			wasInfo = false
+		}
+		switch op.Type {
+		case "invoke":
+			r.Invocations++
+			pending, unknown = true, false // a resend: its completion settles the earlier info
+		case "ok", "fail", "info":
+			pending = false
+			if op.Recovered {
+				r.Recovered++
+			}
+			unknown = false
+		}
+		switch op.Type {
+		case "ok":
+			r.OK++
+			if !op.ReadOnly {
+				if !acted && len(okExecs) == 0 {
+					tool = op.F
+				}
+				acted = true
+			}
+		case "fail":
+			r.Fail++
+		case "info":
+			r.Info++
+			unknown = true
+		}
+		return nil
+	})
+	if started {
+		endExec()
+		endGroup()
+	}
+	if err != nil {
+		return r, err
+	}
+	sort.Strings(r.DuplicatedEffects)
+	slices.SortFunc(r.Duplicates, func(a, b DuplicatedEffect) int { return strings.Compare(a.EffectKey, b.EffectKey) })
+	// The target and method are the executions' own: read for the few
+	// duplicated effects only.
+	for i, d := range r.Duplicates {
+		slices.Sort(r.Duplicates[i].Executions)
+		if e, err := s.Execution(ctx, d.Executions[0]); err == nil {
+			r.Duplicates[i].Target, r.Duplicates[i].Method = e.Target, e.Method
+		}
+	}
+	return r, nil
+}
+
+// checkInLogOrder is the Checker over History: the reference Check must
+// agree with (its memory grows with the executions).
+func checkInLogOrder(ctx context.Context, s *activity.Store) (CheckResult, error) {
 	c := NewChecker()
 	err := History(ctx, s, func(op Op) error {
 		c.Add(op)
 		return nil
 	})
-	r := c.Result()
-	// The target and method are the executions' own: read for the few
-	// duplicated effects only.
-	for i, d := range r.Duplicates {
-		if e, err := s.Execution(ctx, d.Executions[0]); err == nil {
-			r.Duplicates[i].Target, r.Duplicates[i].Method = e.Target, e.Method
-		}
-	}
-	return r, err
+	return c.Result(), err
 }
