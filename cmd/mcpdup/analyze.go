@@ -69,11 +69,21 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	counts := analyze.Counts{}
 	var all []*analyze.Suspect
 	table := report.NewTableWriter(g.stdout, c.Questions, c.Sort)
+	var spool *suspectSpool // -o json: suspects go to disk as they stream, not into memory
+	if c.Output == "json" {
+		if spool, err = newSuspectSpool(c.Sort == report.SortSeverity); err != nil {
+			return err
+		}
+		defer spool.close()
+	}
 	err = analyze.Scan(ctx, s, opts, func(sus *analyze.Suspect) error {
 		counts.Add(sus)
-		if c.Output == "table" {
+		switch c.Output {
+		case "table":
 			table.Write(sus)
-		} else {
+		case "json":
+			return spool.add(sus)
+		default:
 			all = append(all, sus)
 		}
 		return nil
@@ -90,14 +100,11 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	}
 	switch c.Output {
 	case "json":
-		if all == nil {
-			all = []*analyze.Suspect{}
-		}
 		if near == nil {
 			near = []analyze.NearMiss{}
 		}
-		err = writeJSON(g.stdout, map[string]any{"schema_version": 1, "db": s.Path(), "suspects": all, "counts": counts, "total": counts.Total(),
-			"near_misses": near, "near_misses_omitted": nearOmitted, "integrity": in})
+		err = spool.writeDocument(g.stdout, s.Path(), [][2]any{{"counts", counts}, {"total", counts.Total()},
+			{"near_misses", near}, {"near_misses_omitted", nearOmitted}, {"integrity", in}})
 	case "markdown":
 		if err = report.SuspectsMarkdown(g.stdout, s.Path(), all, in); err == nil {
 			err = report.NearMissesMarkdown(g.stdout, near, nearOmitted)

@@ -635,6 +635,21 @@ func TestAnalyzeTriageOrder(t *testing.T) {
 			t.Fatalf("--sort time: row %d is older than the row above it:\n%s", i+1, out)
 		}
 	}
+	// -o json, written from a spool on disk: valid, complete, in the same
+	// order, every suspect the analysis found.
+	_, out, _ = mcpdup(t, "analyze", "--db", db, "--key-dir", keys, "-o", "json")
+	var doc struct {
+		Total    int
+		Suspects []struct{ ID, Severity string }
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Total != len(rs) || len(doc.Suspects) != len(rs) {
+		t.Fatalf("-o json: %v, total %d, %d suspects, want %d\n%.400s", err, doc.Total, len(doc.Suspects), len(rs), out)
+	}
+	for i, sus := range doc.Suspects {
+		if !strings.HasPrefix(rs[i][len(rs[i])-1], "sus_") || sus.ID != rs[i][len(rs[i])-1] {
+			t.Fatalf("-o json row %d is %s, the table's is %v", i, sus.ID, rs[i])
+		}
+	}
 	_, out, _ = mcpdup(t, "analyze", "--db", db, "--key-dir", keys, "-q")
 	col, sus := -1, -1
 	for _, l := range strings.Split(out, "\n") {
