@@ -171,8 +171,10 @@ func TestStrangersAreBounded(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(4 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	// A fixed number of calls, not a time window: what must hold is that
+	// each one succeeds, however slow a loaded machine makes them.
+	began := time.Now()
+	for i := range 20 {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"service": "api", "version": fmt.Sprint(i)}})
 		cancel()
@@ -183,6 +185,7 @@ func TestStrangersAreBounded(t *testing.T) {
 		}
 		ok++
 	}
+	took := time.Since(began)
 	close(stop)
 	<-sample
 	n2 := refused.Load()
@@ -195,9 +198,9 @@ func TestStrangersAreBounded(t *testing.T) {
 	st, _ := store.Stats(ctx)
 	perRefused, perRecord := float64(grown)/float64(n1), float64(grown)/float64(max(recorded, 1))
 	t.Logf("phase 1: %d refused stranger requests/connections in 3 s, %d recorded; database grew %d bytes (%.0f per refused request, %.0f per record)", n1, recorded, grown, perRefused, perRecord)
-	t.Logf("phase 2: %d refused meanwhile; agent calls %d ok, %d failed; gateway descriptors %d idle, %d at most (max_connections 48)", n2, ok, failed, idleFDs, maxFDs)
+	t.Logf("phase 2: %d refused meanwhile; agent calls %d ok, %d failed in %.1f s; gateway descriptors %d idle, %d at most (max_connections 48)", n2, ok, failed, took.Seconds(), idleFDs, maxFDs)
 	t.Logf("calls recorded in all: %d (refused strangers recorded at most 20/s, the rest counted)", st.Calls)
-	if failed > 0 || ok < 10 {
+	if failed > 0 || ok != 20 {
 		t.Fatalf("the agent's calls did not keep succeeding: %d ok, %d failed", ok, failed)
 	}
 	if recorded == 0 {
