@@ -30,20 +30,28 @@ type Op struct {
 
 // History streams the store's lifecycle as operations, in log order.
 func History(ctx context.Context, s *activity.Store, fn func(Op) error) error {
-	unknown := map[activity.ExecutionID]bool{} // executions whose last completion was info
+	infos := pendingInfos{}
 	return s.ScanTransitions(ctx, 0, -1, func(t *activity.TransitionRow) error {
-		op, ok := opOf(t, unknown[t.ExecutionID])
+		op, ok := opOf(t, infos[t.ExecutionID])
 		if !ok {
 			return nil
 		}
-		switch op.Type {
-		case "info":
-			unknown[t.ExecutionID] = true
-		case "ok", "fail":
-			delete(unknown, t.ExecutionID)
-		}
+		infos.note(op)
 		return fn(op)
 	})
+}
+
+// pendingInfos are the executions whose last completion was info: the
+// next ok or fail settles it (Op.Recovered).
+type pendingInfos map[activity.ExecutionID]bool
+
+func (p pendingInfos) note(op Op) {
+	switch op.Type {
+	case "info":
+		p[op.Execution] = true
+	case "ok", "fail":
+		delete(p, op.Execution)
+	}
 }
 
 // opOf is the operation a transition is, if any: a dispatch invokes; a
@@ -163,8 +171,17 @@ func (c *Checker) Add(op Op) {
 // Result returns the counts so far.
 func (c *Checker) Result() CheckResult {
 	r := c.res
-	r.Lost, r.StillUnknown = len(c.pending), len(c.unknown)
-	r.DuplicatedEffects, r.Duplicates = nil, nil
+	c.settle(&r)
+	sort.Strings(r.DuplicatedEffects)
+	slices.SortFunc(r.Duplicates, func(a, b DuplicatedEffect) int { return strings.Compare(a.EffectKey, b.EffectKey) })
+	return r
+}
+
+// settle adds to r what the checker's maps hold: the lost and still
+// unknown executions, and the effects performed more than once.
+func (c *Checker) settle(r *CheckResult) {
+	r.Lost += len(c.pending)
+	r.StillUnknown += len(c.unknown)
 	for v, execs := range c.okBy {
 		if len(execs) > 1 {
 			r.Duplicated++
@@ -177,114 +194,50 @@ func (c *Checker) Result() CheckResult {
 			r.Duplicates = append(r.Duplicates, d)
 		}
 	}
-	sort.Strings(r.DuplicatedEffects)
-	slices.SortFunc(r.Duplicates, func(a, b DuplicatedEffect) int { return strings.Compare(a.EffectKey, b.EffectKey) })
-	return r
 }
 
-// Check runs the checker over the store's whole history. It folds the
-// history grouped by effect, then by execution (the store sorts), so it
-// holds one execution's state and one effect's executions at a time:
-// memory does not grow with the number of executions. The counts are
-// exactly the Checker's over the history in log order (each execution's
-// operations keep their order; counts do not depend on the order between
-// executions).
+// endGroup settles everything seen so far and forgets it, for operations
+// that come grouped by effect: nothing after the group's end concerns its
+// executions, so the checker holds one group at a time.
+func (c *Checker) endGroup() {
+	c.settle(&c.res)
+	clear(c.okBy)
+	clear(c.toolOf)
+	clear(c.pending)
+	clear(c.unknown)
+}
+
+// Check runs the checker over the store's whole history, read grouped by
+// effect, then by execution, each in log order (the store sorts), ending
+// a group at each new effect: memory holds one effect's executions, not
+// all of them. The counts are exactly those over the history in log
+// order: each execution's operations keep their order, and no count
+// depends on the order between executions.
 func Check(ctx context.Context, s *activity.Store) (CheckResult, error) {
-	var (
-		r        CheckResult
-		key      string                 // the effect being folded
-		tool     string                 // its tool
-		okExecs  []activity.ExecutionID // its executions that acted (reads excluded)
-		exec     activity.ExecutionID   // the execution being folded
-		pending  bool                   // invoked, not completed
-		unknown  bool                   // last completion was info, not resent since (still unknown)
-		wasInfo  bool                   // an info no ok or fail has settled yet (History's recovered)
-		acted    bool                   // an ok that counts for duplicates
-		started  bool
-		endExec  func()
-		endGroup func()
-	)
-	endExec = func() {
-		if pending {
-			r.Lost++
-		}
-		if unknown {
-			r.StillUnknown++
-		}
-		if acted {
-			okExecs = append(okExecs, exec)
-		}
-		pending, unknown, wasInfo, acted = false, false, false, false
-	}
-	endGroup = func() {
-		if len(okExecs) > 1 {
-			r.Duplicated++
-			r.DuplicatedEffects = append(r.DuplicatedEffects, key)
-			r.Duplicates = append(r.Duplicates, DuplicatedEffect{EffectKey: key, Tool: tool, Executions: slices.Clone(okExecs)})
-		}
-		okExecs = okExecs[:0]
-	}
+	c := NewChecker()
+	infos := pendingInfos{} // the group's
+	var key string
 	err := s.ScanTransitionsByEffect(ctx, func(t *activity.TransitionRow) error {
-		if started && t.ExecutionID != exec {
-			endExec()
-			if t.EffectKey != key {
-				endGroup()
-			}
+		if t.EffectKey != key {
+			c.endGroup()
+			clear(infos)
+			key = t.EffectKey
 		}
-		if !started || t.ExecutionID != exec {
-			exec, key, started = t.ExecutionID, t.EffectKey, true
-		}
-		op, ok := opOf(t, wasInfo)
+		op, ok := opOf(t, infos[t.ExecutionID])
 		if !ok {
 			return nil
 		}
-		switch op.Type {
-		case "info":
-			wasInfo = true
-		case "ok", "fail":
-			wasInfo = false
-		}
-		switch op.Type {
-		case "invoke":
-			r.Invocations++
-			pending, unknown = true, false // a resend: its completion settles the earlier info
-		case "ok", "fail", "info":
-			pending = false
-			if op.Recovered {
-				r.Recovered++
-			}
-			unknown = false
-		}
-		switch op.Type {
-		case "ok":
-			r.OK++
-			if !op.ReadOnly {
-				if !acted && len(okExecs) == 0 {
-					tool = op.F
-				}
-				acted = true
-			}
-		case "fail":
-			r.Fail++
-		case "info":
-			r.Info++
-			unknown = true
-		}
+		infos.note(op)
+		c.Add(op)
 		return nil
 	})
-	if started {
-		endExec()
-		endGroup()
-	}
 	if err != nil {
-		return r, err
+		return CheckResult{}, err
 	}
-	sort.Strings(r.DuplicatedEffects)
-	slices.SortFunc(r.Duplicates, func(a, b DuplicatedEffect) int { return strings.Compare(a.EffectKey, b.EffectKey) })
+	r := c.Result()
 	// The target and method are the executions' own: read for the few
 	// duplicated effects only.
 	for i, d := range r.Duplicates {
-		slices.Sort(r.Duplicates[i].Executions)
 		if e, err := s.Execution(ctx, d.Executions[0]); err == nil {
 			r.Duplicates[i].Target, r.Duplicates[i].Method = e.Target, e.Method
 		}

@@ -120,16 +120,17 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			http.Error(w, err.Error(), status)
 			return
 		}
+		msg := parseBody(body)
 		if !g.limits.allow(actor) {
-			g.refuseRate(w, r, actor, body)
+			g.refuseRate(w, r, actor, msg)
 			return
 		}
-		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && r.Method == http.MethodPost {
-			if req, missing := missingStateless(r.Header, body, v); len(missing) > 0 {
+		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && msg.single != nil {
+			if req, missing := msg.single, missingStateless(r.Header, msg.single, v); len(missing) > 0 {
 				if req.Method == "tools/call" {
-					g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: req.Method, Tool: truncate(req.Params.Name, maxSummaryName),
-						ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(string(req.ID), maxSummaryName)), ProtocolVersion: optString(v),
-						Reason: "400: incomplete " + protocolStateless + " request: lacks " + strings.Join(missing, ", ")})
+					c := g.callSummary(r, actor, req)
+					c.Reason = "400: incomplete " + protocolStateless + " request: lacks " + strings.Join(missing, ", ")
+					g.recordRefused(context.Background(), c)
 				}
 				refuseIncomplete(w, req, missing)
 				return
@@ -138,14 +139,12 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		token := newToken()
 		r.Header.Set(headerActor, actor)
 		r.Header.Set(headerRequest, token)
-		if n, id, tool := callsIn(body); n > 0 {
-			id = truncate(id, maxRPCID) // an id is for correlation: a MiB of it is not kept
-			if id != "" {
-				r.Header.Set(headerRPCID, id)
+		if msg.calls > 0 {
+			c := g.callSummary(r, actor, msg.singleCall())
+			if c.JSONRPCID.OK {
+				r.Header.Set(headerRPCID, c.JSONRPCID.V)
 			}
-			g.delivery.begin(token, n, activity.Call{Actor: actor, Method: "tools/call", Tool: truncate(tool, maxSummaryName),
-				ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(id, maxSummaryName)),
-				ProtocolVersion: optString(r.Header.Get("MCP-Protocol-Version")), SessionID: optString(r.Header.Get("Mcp-Session-Id"))})
+			g.delivery.begin(token, msg.calls, c)
 		}
 		dw := &deliveryWriter{ResponseWriter: w}
 		h := stateful
@@ -184,24 +183,21 @@ func readBody(w http.ResponseWriter, r *http.Request, lim LimitsConfig) ([]byte,
 // refuseRate answers a request over its actor's rate limit: HTTP 429 with
 // Retry-After and a JSON-RPC error written for the agent. A refused
 // tools/call is recorded (no execution, nothing sent).
-func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor string, body []byte) {
+func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor string, rb rpcBody) {
 	lim := g.cfg.Limits
 	msg := fmt.Sprintf("rate limit: actor %s is over %g requests per second (burst %d); nothing was sent to any target. Retry after a second.",
 		actor, lim.RatePerSecond, lim.RateBurst)
 	var m rpcMessage
+	if rb.single != nil {
+		m = *rb.single
+	}
 	// Recorded as strangers are: at most a few per second (a retry storm
 	// is what this limit meets), the rest counted into the next record.
-	if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
-		if g.overLimit.Allow() {
-			reason := "429: " + msg
-			if n := g.overLimitDropped.Swap(0); n > 0 {
-				reason += fmt.Sprintf("; %d more rate-limited calls refused since the last record, not recorded one by one", n)
-			}
-			g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: m.Method, Tool: truncate(m.Params.Name, maxSummaryName),
-				ReceivedAt: g.now().UTC(), JSONRPCID: optString(truncate(string(m.ID), maxRPCID)), ProtocolVersion: optString(truncate(r.Header.Get("MCP-Protocol-Version"), 32)),
-				SessionID: optString(truncate(r.Header.Get("Mcp-Session-Id"), maxRPCID)), Reason: reason})
-		} else {
-			g.overLimitDropped.Add(1)
+	if m.Method == "tools/call" {
+		if more, ok := g.overLimit.take("rate-limited calls"); ok {
+			c := g.callSummary(r, actor, &m)
+			c.Reason = "429: " + msg + more
+			g.recordRefused(context.Background(), c)
 		}
 	}
 	id := m.ID
@@ -214,40 +210,75 @@ func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor strin
 	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": msg}})
 }
 
+// callSummary is a tools/call as the front knows it before the SDK runs
+// it, to record it if it is refused: bounded copies of what the request
+// says (m nil: a batch, whose ids and tools are not attributed). A
+// JSON-RPC id is kept for correlation, not in full.
+func (g *Gateway) callSummary(r *http.Request, actor string, m *rpcMessage) activity.Call {
+	c := activity.Call{Actor: actor, Method: "tools/call", ReceivedAt: g.now().UTC(),
+		ProtocolVersion: optString(truncate(r.Header.Get("MCP-Protocol-Version"), 32)),
+		SessionID:       optString(truncate(r.Header.Get("Mcp-Session-Id"), maxRPCID))}
+	if m != nil {
+		c.Method, c.Tool = truncate(m.Method, maxSummaryName), truncate(m.Params.Name, maxSummaryName)
+		c.JSONRPCID = optString(truncate(string(m.ID), maxRPCID))
+	}
+	return c
+}
+
 // rpcMessage is the part of a JSON-RPC message the front reads.
 type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name string `json:"name"`
+		Name string                     `json:"name"`
+		URI  string                     `json:"uri"`
+		Meta map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
 }
 
-// callsIn counts the tools/call requests in a body (one message, or a
-// 2025-03-26 batch) and returns the raw JSON-RPC id of a single one (the
-// ids in a batch are not attributed to calls and stay "not recorded").
-func callsIn(body []byte) (n int, id, tool string) {
+// rpcBody is what the front learns from a body, parsed once: the message
+// when it is one, and how many tools/call requests it carries (one
+// message, or a 2025-03-26 batch whose ids are not attributed to calls and
+// stay "not recorded").
+type rpcBody struct {
+	single *rpcMessage
+	calls  int
+}
+
+func parseBody(body []byte) rpcBody {
 	b := bytes.TrimSpace(body)
-	if len(b) == 0 {
-		return 0, "", ""
-	}
-	if b[0] == '{' {
+	switch {
+	case len(b) == 0:
+	case b[0] == '{':
 		var m rpcMessage
-		if json.Unmarshal(b, &m) == nil && m.Method == "tools/call" && len(m.ID) > 0 {
-			return 1, string(m.ID), m.Params.Name
+		if json.Unmarshal(b, &m) == nil {
+			rb := rpcBody{single: &m}
+			if m.Method == "tools/call" && len(m.ID) > 0 {
+				rb.calls = 1
+			}
+			return rb
 		}
-		return 0, "", ""
-	}
-	var batch []rpcMessage
-	if b[0] != '[' || json.Unmarshal(b, &batch) != nil {
-		return 0, "", ""
-	}
-	for _, m := range batch {
-		if m.Method == "tools/call" && len(m.ID) > 0 {
-			n++
+	case b[0] == '[':
+		var batch []rpcMessage
+		if json.Unmarshal(b, &batch) == nil {
+			var rb rpcBody
+			for _, m := range batch {
+				if m.Method == "tools/call" && len(m.ID) > 0 {
+					rb.calls++
+				}
+			}
+			return rb
 		}
 	}
-	return n, "", ""
+	return rpcBody{}
+}
+
+// singleCall is the body's one tools/call, or nil.
+func (rb rpcBody) singleCall() *rpcMessage {
+	if rb.single != nil && rb.calls == 1 {
+		return rb.single
+	}
+	return nil
 }
 
 func newToken() string {

@@ -13,11 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/time/rate"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -55,8 +53,7 @@ type Gateway struct {
 	auth     *authenticator
 	limits   *rateLimits
 	// overLimit bounds how many rate-limited calls are recorded one by one.
-	overLimit        *rate.Limiter
-	overLimitDropped atomic.Int64
+	overLimit *boundedLog
 	// strangers records refused unauthenticated requests, bounded.
 	strangers *strangers
 	events    *mcp.MemoryEventStore
@@ -125,7 +122,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		return nil, err
 	}
 	g.limits, g.strangers = newRateLimits(cfg.Limits), newStrangers(g)
-	g.overLimit = rate.NewLimiter(rate.Limit(cfg.Limits.UnauthenticatedRecords), max(1, int(2*cfg.Limits.UnauthenticatedRecords)))
+	g.overLimit = newBoundedLog(cfg.Limits.UnauthenticatedRecords)
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)
 	g.events = mcp.NewMemoryEventStore(nil)

@@ -14,27 +14,14 @@ const (
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 )
 
-// statelessRequest is the part of a 2026-07-28 request the front checks.
-type statelessRequest struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		Name string                     `json:"name"`
-		URI  string                     `json:"uri"`
-		Meta map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
-}
-
 // missingStateless lists every piece a 2026-07-28 request lacks, where the
 // SDK would name only the first: the Mcp-Method and Mcp-Name headers
 // (matching the body) and the _meta protocol version and client
-// capabilities. Nil when the request is complete or not one to check
-// (a notification, a response, a body that is not one JSON object).
-func missingStateless(h http.Header, body []byte, version string) (statelessRequest, []string) {
-	var r statelessRequest
-	b := strings.TrimSpace(string(body))
-	if !strings.HasPrefix(b, "{") || json.Unmarshal(body, &r) != nil || r.Method == "" || len(r.ID) == 0 {
-		return r, nil
+// capabilities. Nil when the request is complete or not one to check (a
+// notification or a response).
+func missingStateless(h http.Header, r *rpcMessage, version string) []string {
+	if r.Method == "" || len(r.ID) == 0 {
+		return nil
 	}
 	var missing []string
 	switch m := h.Get("Mcp-Method"); {
@@ -63,12 +50,12 @@ func missingStateless(h http.Header, body []byte, version string) (statelessRequ
 	if json.Unmarshal(r.Params.Meta[metaClientCapabilities], &caps) != nil || caps == nil {
 		missing = append(missing, fmt.Sprintf("params._meta[%q] (an object; {} for none)", metaClientCapabilities))
 	}
-	return r, missing
+	return missing
 }
 
 // refuseIncomplete answers a 2026-07-28 request that lacks pieces with
 // one JSON-RPC error naming all of them (and data.missing listing them).
-func refuseIncomplete(w http.ResponseWriter, r statelessRequest, missing []string) {
+func refuseIncomplete(w http.ResponseWriter, r *rpcMessage, missing []string) {
 	msg := "this " + protocolStateless + " request lacks " + strings.Join(missing, ", ") +
 		" (README.md, \"The two protocol eras\", has a complete example)"
 	w.Header().Set("Content-Type", "application/json")

@@ -32,14 +32,37 @@ const (
 // costs the append-only log a bounded amount per second, and the ones
 // beyond the rate are counted into the next record.
 type strangers struct {
-	g       *Gateway
+	g   *Gateway
+	log *boundedLog
+}
+
+func newStrangers(g *Gateway) *strangers {
+	return &strangers{g: g, log: newBoundedLog(g.cfg.Limits.UnauthenticatedRecords)}
+}
+
+// boundedLog lets through at most per records a second (twice that in a
+// burst) of refusals a flood could repeat without end; the ones held back
+// are counted into the next record that is written.
+type boundedLog struct {
 	limiter *rate.Limiter
 	dropped atomic.Int64
 }
 
-func newStrangers(g *Gateway) *strangers {
-	per := g.cfg.Limits.UnauthenticatedRecords
-	return &strangers{g: g, limiter: rate.NewLimiter(rate.Limit(per), max(1, int(2*per)))}
+func newBoundedLog(per float64) *boundedLog {
+	return &boundedLog{limiter: rate.NewLimiter(rate.Limit(per), max(1, int(2*per)))}
+}
+
+// take reports whether one more refusal may be recorded, and the text
+// that says how many of what were held back since the last one.
+func (l *boundedLog) take(what string) (more string, ok bool) {
+	if !l.limiter.Allow() {
+		l.dropped.Add(1)
+		return "", false
+	}
+	if n := l.dropped.Swap(0); n > 0 {
+		more = fmt.Sprintf("; %d more %s refused since the last record, not recorded one by one", n, what)
+	}
+	return more, true
 }
 
 var (
@@ -49,8 +72,8 @@ var (
 
 // refuse records one refused request, if the rate allows.
 func (s *strangers) refuse(w http.ResponseWriter, r *http.Request, why string) {
-	if !s.limiter.Allow() {
-		s.dropped.Add(1)
+	more, ok := s.log.take("unauthenticated requests")
+	if !ok {
 		return
 	}
 	method, tool, read := r.Method, "", 0
@@ -69,9 +92,7 @@ func (s *strangers) refuse(w http.ResponseWriter, r *http.Request, why string) {
 		size = strconv.FormatInt(r.ContentLength, 10) + " bytes"
 	}
 	reason := fmt.Sprintf("%s; %s %s from %s (%s)", why, r.Method, r.URL.Path, r.RemoteAddr, size)
-	if n := s.dropped.Swap(0); n > 0 {
-		reason += fmt.Sprintf("; %d more unauthenticated requests refused since the last record, not recorded one by one", n)
-	}
+	reason += more
 	s.g.recordRefused(context.Background(), activity.Call{
 		Actor: unauthenticated, Method: truncate(method, maxSummaryName), Tool: truncate(tool, maxSummaryName),
 		ReceivedAt: s.g.now().UTC(), ProtocolVersion: optString(truncate(r.Header.Get("MCP-Protocol-Version"), 32)),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -17,10 +16,12 @@ func writeJSON(w io.Writer, v any) error {
 	if sw, ok := w.(*termsafe.Writer); ok {
 		w = sw.Raw // JSON stays exact: its encoder escapes what JSON must
 	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := indented(v, "")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // isTerminal reports whether w is an interactive terminal.
