@@ -338,6 +338,9 @@ type Resolution struct {
 	Note        string            `json:"note"`
 	Evidence    string            `json:"evidence,omitempty"` // a ticket, a target record id, a URL
 	At          time.Time         `json:"at"`
+	// Source is where an imported resolution came from; its transition
+	// carries it.
+	Source Provenance `json:"source,omitzero"`
 }
 
 // ApprovalKind says what an approval grants.
@@ -402,6 +405,18 @@ type Source struct {
 	// "intent and result rows paired by session+tool+args" or
 	// "chain verified".
 	Note string `json:"note,omitempty"`
+	// UnsignedFrom is the first line of the file whose records no
+	// verified checkpoint signs (an mcpdup export imported with
+	// --allow-unsealed): every row imported from it or a later line is
+	// unsigned, whatever it is (a call, an execution, a transition). 0:
+	// none.
+	UnsignedFrom int64 `json:"unsigned_from_line,omitempty"`
+}
+
+// Unsigned reports whether a row with this provenance came from a record
+// nothing signs.
+func (src Source) Unsigned(p Provenance) bool {
+	return src.UnsignedFrom > 0 && p.Source == src.ID && p.Line >= src.UnsignedFrom
 }
 
 // Provenance ties a model row to the source record it came from: the

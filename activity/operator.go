@@ -52,7 +52,7 @@ func (w *Tx) Resolve(r Resolution) (Execution, error) {
 	}
 	w.resolved = true
 	return w.transition(e, Transition{ExecutionID: e.ID, From: e.State, To: r.Outcome.State(), At: Some(r.At),
-		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note)}, true)
+		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note), Source: r.Source}, true)
 }
 
 // SetVault locks or unlocks the vault, recording who and why.

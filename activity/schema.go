@@ -251,6 +251,15 @@ CREATE UNIQUE INDEX executions_one_unresolved ON executions(fingerprint, actor, 
 	`
 CREATE INDEX approvals_execution ON approvals(execution_id);
 `,
+	// 9: an import finds a record it already holds from another file by
+	// the record's own id (an OTLP span exported again in another batch).
+	// Partial: the gateway's calls have no source record and pay nothing.
+	// It also records from which line an import's records are unsigned
+	// (Source.UnsignedFrom).
+	`
+CREATE INDEX calls_source_record ON calls(source_record) WHERE source_record IS NOT NULL;
+ALTER TABLE sources ADD COLUMN unsigned_from INTEGER;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

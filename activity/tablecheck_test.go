@@ -1,6 +1,7 @@
 package activity_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -282,4 +283,59 @@ func TestTableCheckWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d checks beside a writer, the last over %d records", checked, records)
+}
+
+// BenchmarkTableCheckParts splits what the table check costs at a million
+// records, each part alone on one goroutine, side by side in one run:
+// reading the log, reading every table (values discarded: the least any
+// check must pay), replaying the log into digests, and the whole check
+// (both at once). audit's BenchmarkVerify times verify itself.
+//
+//	go test ./activity -run '^$' -bench TableCheckParts -benchtime 2x
+func BenchmarkTableCheckParts(b *testing.B) {
+	path, keyDir := activitytest.Cached(b, "verify-1000000", func(ctx context.Context, s *activity.Store) error {
+		return activitytest.Fill(ctx, s, 1_000_000, 3000)
+	})
+	ctx := context.Background()
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	onSnapshot := func(fn func(*activity.Snapshot) error) func(b *testing.B) {
+		return func(b *testing.B) {
+			for range b.N {
+				sn, err := s.Snapshot(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := fn(sn); err != nil {
+					b.Fatal(err)
+				}
+				sn.Close()
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/op")
+		}
+	}
+	b.Run("log-read", onSnapshot(func(sn *activity.Snapshot) error {
+		return sn.ScanLog(ctx, func(int64, []byte) error { return nil })
+	}))
+	b.Run("tables-read", onSnapshot(func(sn *activity.Snapshot) error {
+		rows, err := sn.ReadTablesOnly(ctx)
+		b.ReportMetric(float64(rows), "rows")
+		return err
+	}))
+	b.Run("replay", onSnapshot(func(sn *activity.Snapshot) error { return sn.ReplayOnly(ctx) }))
+	b.Run("check", func(b *testing.B) {
+		for range b.N {
+			rep, err := s.CheckTables(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(rep.Problems) > 0 {
+				b.Fatalf("bench store: %+v", rep.Problems[0])
+			}
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/op")
+	})
 }

@@ -6,6 +6,8 @@ package activity
 import (
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // FindRun returns the newest run of actor identified by the given kind of
@@ -73,4 +75,53 @@ func (w *Tx) Execution(id ExecutionID) (Execution, error) {
 		w.cache(e, false, 0)
 	}
 	return e, err
+}
+
+// KnownCall returns the source a call was already imported from, or "":
+// a call of a source of this format whose record id is one of records
+// (the spans of one tool call: "span 00f067aa0ba902b7") and whose facts
+// are the same (actor, tool, time, arguments). An id alone is not enough:
+// a log that reuses an id for other content holds another record, and it
+// is imported. Only earlier imports are looked at (the file being
+// imported is the decoder's to deduplicate), so nothing is flushed for it.
+func (w *Tx) KnownCall(format string, c Call, records []string) (SourceID, error) {
+	if len(records) == 0 || len(records) > 64 {
+		return "", nil
+	}
+	args, err := canonicalRaw(c.Arguments)
+	if err != nil {
+		return "", fmt.Errorf("call %s: arguments: %w", records[0], err)
+	}
+	var tool, arguments any
+	if c.Tool != "" {
+		tool = c.Tool
+	}
+	if len(args) > 0 {
+		arguments = string(args)
+	}
+	q := `SELECT c.source_id FROM calls c JOIN sources s ON s.id = c.source_id
+		WHERE c.source_record IN (?` + strings.Repeat(",?", len(records)-1) + `) AND s.format = ? AND c.actor = ? AND c.tool IS ?
+		AND c.received_at = ? AND c.arguments IS ? LIMIT 1`
+	bind := make([]any, 0, len(records)+5)
+	for _, r := range records {
+		bind = append(bind, r)
+	}
+	bind = append(bind, format, c.Actor, tool, FormatTime(c.ReceivedAt.UTC()), arguments)
+	var src string
+	err = w.queryRow(q, bind...).Scan(&src)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return SourceID(src), err
+}
+
+// ImportedFormat reports whether any earlier import was of this format:
+// when none was, an importer need not look for records it already holds.
+func (w *Tx) ImportedFormat(format string) (bool, error) {
+	var one int
+	err := w.queryRow(`SELECT 1 FROM sources WHERE format = ? LIMIT 1`, format).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

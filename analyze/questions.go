@@ -238,18 +238,22 @@ func (w *walk) run() {
 	s.Verdict = w.verdict()
 	s.Title, s.Fix, s.Severity = s.Verdict.Title(), s.Verdict.Fix(), severity(s.Verdict, s.Contract)
 	s.Summary = w.summary()
-	if n := unsigned(s.Executions); n > 0 {
-		why := fmt.Sprintf("%d of these executions come from records no verified checkpoint signs (an export imported with --allow-unsealed): anyone could have written them", n)
+	if n := w.unsigned(); n > 0 {
+		why := fmt.Sprintf("%d of these executions rest on records no verified checkpoint signs (an export imported with --allow-unsealed): anyone could have written them", n)
 		s.Missing = append(s.Missing, why)
 		s.Summary += " Caution: " + why + "."
 	}
 }
 
-// unsigned counts executions imported from records nothing signs.
-func unsigned(execs []ExecutionSummary) int {
+// unsigned counts executions that rest on records nothing signs: the
+// execution itself, or any step of it (an outcome appended after the
+// export's last checkpoint changes the verdict as much as a forged
+// execution would).
+func (w *walk) unsigned() int {
 	n := 0
-	for _, e := range execs {
-		if slices.Contains(e.NotRecorded, activity.FactSignature) {
+	for _, e := range w.sus.Executions {
+		if slices.ContainsFunc(e.Transitions, func(t activity.Transition) bool { return w.sources[t.Source.Source].Unsigned(t.Source) }) ||
+			slices.Contains(e.NotRecorded, activity.FactSignature) {
 			n++
 		}
 	}

@@ -139,6 +139,10 @@ func (m *memRecorder) ImportVault(activity.VaultEvent) error  { m.note(); return
 func (m *memRecorder) ImportApproval(activity.Approval) error { m.note(); return nil }
 func (m *memRecorder) Sync() error                            { return nil }
 func (m *memRecorder) Appended() int64                        { return m.appended }
+func (m *memRecorder) KnownCall(string, activity.Call, []string) (activity.SourceID, error) {
+	return "", nil
+}
+func (m *memRecorder) ImportedFormat(string) (bool, error) { return false, nil }
 
 // TestMemRecorderDecodesLikeTheStore: the fuzzers' recorder reads the
 // fixtures to the same counts as the real store, so what is fuzzed is

@@ -64,6 +64,11 @@ type FileReport struct {
 	Calls           int64             `json:"calls"`
 	Executions      int64             `json:"executions"`
 	Skipped         int64             `json:"skipped"`
+	// Repeated counts records the file holds again, by their own ids: a
+	// span it repeats, or one an earlier import (RepeatedFrom) holds. They
+	// are not imported twice, so a re-export never changes a verdict.
+	Repeated     int64               `json:"repeated"`
+	RepeatedFrom []activity.SourceID `json:"repeated_from,omitempty"`
 	// Noise counts lines that are not part of the protocol (a server's
 	// stderr in a host log, a log/slog line, a wrapped entry): recognised
 	// and passed over, not errors.
@@ -87,6 +92,9 @@ func (r FileReport) Summary() string {
 	s := fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped)
 	if r.Noise > 0 {
 		s += fmt.Sprintf(", %d noise lines", r.Noise)
+	}
+	if r.Repeated > 0 {
+		s += fmt.Sprintf(", %d records already held", r.Repeated)
 	}
 	if nr := r.NotRecordedText(); nr != "" {
 		s += ", not recorded: " + nr
@@ -230,7 +238,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 // source; a dry run ends with errDryRun, so nothing is kept.
 func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, sum, content string, size int64, opts *Options, rep *FileReport) error {
 	k := &sink{w: w, file: path, opts: opts, skip: opts.SkipBad, rep: rep, src: activity.NewSourceID(w.Now()),
-		progress: opts.Progress, size: size, in: in}
+		progress: opts.Progress, size: size, in: in, priorFormat: -1}
 	if err := dec.decode(ctx, in, k); err != nil {
 		return err
 	}
@@ -244,9 +252,12 @@ func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, s
 	if k.extra != "" {
 		rep.Note += " " + k.extra
 	}
+	if rep.Repeated > 0 {
+		rep.Note += fmt.Sprintf(" %d records repeat ones already held (same ids and facts): not imported again.", rep.Repeated)
+	}
 	rep.Read = k.seen
 	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
-		Records: rep.Read - rep.Skipped, Skipped: rep.Skipped, Note: rep.Note})
+		Records: rep.Read - rep.Skipped - rep.Repeated, Skipped: rep.Skipped, Note: rep.Note, UnsignedFrom: k.unsignedFrom})
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 func writeFile(t *testing.T, name string, b []byte) string {
@@ -269,6 +273,91 @@ func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
 	if _, c1, _, _ := fileSum(p); c1 == contentOf(t, first) {
 		t.Fatal("a changed log has the original's content identity")
 	}
+}
+
+// TestSameRecordsInAnotherFileAreNotImportedTwice: spans exported again,
+// in a file of other bytes (an exporter that retries every batch, a
+// collector's second file), are recognised by their ids and facts: the
+// verdicts stay those of one import. A span that reuses an id for other
+// facts is another record, and is imported.
+func TestSameRecordsInAnotherFileAreNotImportedTwice(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "otlp", "traces.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doubled []byte // every batch written twice
+	for _, line := range bytes.SplitAfter(src, []byte("\n")) {
+		doubled = append(append(doubled, line...), line...)
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	once := newStore(t)
+	first, err := Import(ctx, once, write("traces.jsonl", src), Options{})
+	if err != nil || first.Executions == 0 || first.Repeated != 0 {
+		t.Fatalf("first import: %+v %v", first, err)
+	}
+	want := verdicts(t, once)
+
+	// Within one file: the second copy of each batch is the same spans.
+	fresh := newStore(t)
+	rep, err := Import(ctx, fresh, write("doubled.jsonl", doubled), Options{})
+	if err != nil || rep.AlreadyImported {
+		t.Fatalf("doubled file: %+v %v", rep, err)
+	}
+	if rep.Executions != first.Executions || rep.Calls != first.Calls || rep.Repeated != first.Read {
+		t.Errorf("doubled file: %d executions, %d calls, %d repeated; want %d, %d, %d", rep.Executions, rep.Calls, rep.Repeated,
+			first.Executions, first.Calls, first.Read)
+	}
+	if got := verdicts(t, fresh); got != want {
+		t.Errorf("doubled file's verdicts:\n%s\nwant\n%s", got, want)
+	}
+
+	// Across files: the doubled file after the original adds nothing.
+	again, err := Import(ctx, once, write("doubled-again.jsonl", doubled), Options{})
+	if err != nil || again.AlreadyImported {
+		t.Fatalf("re-export: %+v %v", again, err)
+	}
+	// Every span is repeated: within the file, or (once per tool call's
+	// spans) from the first import; spans of no tool call were never
+	// imported, so they repeat only within the file.
+	if again.Executions != 0 || again.Calls != 0 || again.Repeated <= again.Read/2 || len(again.RepeatedFrom) != 1 || again.RepeatedFrom[0] != first.Source {
+		t.Errorf("re-export imported %d executions, %d calls; %d of %d repeated, from %v (want none imported, from %s)", again.Executions, again.Calls,
+			again.Repeated, again.Read, again.RepeatedFrom, first.Source)
+	}
+	if got := verdicts(t, once); got != want {
+		t.Errorf("verdicts after a re-export:\n%s\nwant\n%s", got, want)
+	}
+
+	// The same span id with other arguments is not the same record.
+	forged := bytes.Replace(src, []byte(`disk full on db-3`), []byte(`disk full on db-4`), 1)
+	other, err := Import(ctx, once, write("forged.jsonl", forged), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Calls != 1 || other.Executions == 0 || other.Repeated == 0 || other.Repeated >= other.Read {
+		t.Errorf("a reused span id with other arguments: %d calls imported, %d of %d spans repeated", other.Calls, other.Repeated, other.Read)
+	}
+}
+
+// verdicts is the analysis of a store in a comparable form: each
+// suspect's verdict and the tools it names, in order.
+func verdicts(t *testing.T, s *activity.Store) string {
+	t.Helper()
+	res, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, sus := range res.Suspects {
+		fmt.Fprintf(&b, "%s %s %d\n", sus.Verdict, sus.Tool, len(sus.Executions))
+	}
+	return b.String()
 }
 
 func contentOf(t *testing.T, path string) string {

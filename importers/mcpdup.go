@@ -181,6 +181,9 @@ func (d *ownExport) apply(k *sink, p parsed) error {
 	if p.evErr != nil {
 		return k.bad(n, "data", p.evErr)
 	}
+	if d.signed >= 0 && rec.Seq >= d.signed && k.unsignedFrom == 0 {
+		k.unsignedFrom = n // this line and every later one: unsigned
+	}
 	var err error
 	w, at := k.w, k.at(n)
 	switch v := ev.(type) {
@@ -206,8 +209,10 @@ func (d *ownExport) apply(k *sink, p parsed) error {
 		if v.To == activity.StateVerified || v.To == activity.StateRejectedByOperator {
 			return nil // written by the resolution just before it
 		}
+		v.Source = at
 		_, err = w.Transition(*v)
 	case *activity.Resolution:
+		v.Source = at
 		_, err = w.Resolve(*v)
 	case *activity.VaultEvent:
 		v.Source = at

@@ -139,6 +139,10 @@ func sameModel(t *testing.T, a, b *activity.Store) {
 		}
 		for j := range ta {
 			ta[j].Seq, tb[j].Seq = 0, 0
+			if tb[j].From != "" && tb[j].Source.IsZero() { // (an acceptance is the execution's own record)
+				t.Fatalf("imported transition %d of %s names no line: %s", j, x.ID, js(tb[j]))
+			}
+			ta[j].Source, tb[j].Source = activity.Provenance{}, activity.Provenance{} // each points at its own log
 			if !reflect.DeepEqual(ta[j], tb[j]) {
 				t.Fatalf("transition differs:\n%s\n%s", js(ta[j]), js(tb[j]))
 			}
@@ -346,5 +350,82 @@ func TestImportedRunsAuthoriseNothing(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnsignedStepOfASignedExecution: an outcome appended after the
+// export's last checkpoint is as unsigned as a new execution would be:
+// imported with AllowUnsealed, the analysis of its suspect says so,
+// though the execution itself is signed, and says nothing of the others.
+func TestUnsignedStepOfASignedExecution(t *testing.T) {
+	orig := newStore(t)
+	if _, err := activitytest.Incident(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	// Two dispatches of one charge, signed while their outcome is open.
+	var ids []activity.ExecutionID
+	if _, err := orig.Write(ctx, func(w *activity.Tx) error {
+		for range 2 {
+			args := json.RawMessage(`{"amount":100,"card":"tok_1"}`)
+			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:c", Tool: "charge", Channel: activity.ChannelHTTP,
+				Target: "https://pay.example/v1/charges", Method: "POST", Arguments: args}})
+			if err != nil {
+				return err
+			}
+			if _, err := w.RecordCall(activity.Call{Actor: "agent:c", Method: "tools/call", Tool: "charge", Arguments: args,
+				Disposition: activity.DispositionNewExecution, ExecutionID: e.ID}); err != nil {
+				return err
+			}
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched} {
+				if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: to}); err != nil {
+					return err
+				}
+			}
+			ids = append(ids, e.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orig.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	// Then an outcome nothing signs.
+	target, to := ids[1], activity.StateUnknown
+	if _, err := orig.Write(ctx, func(w *activity.Tx) error {
+		_, err := w.Transition(activity.Transition{ExecutionID: target, To: to, Reason: "says nobody"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path := export(t, orig, "step.jsonl")
+	dst := newStore(t)
+	rep, err := Import(ctx, dst, path, Options{ExportKey: pinned(t, orig), AllowUnsealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, _ := dst.Sources(ctx)
+	if last := srcs[len(srcs)-1]; last.ID != rep.Source || last.UnsignedFrom == 0 {
+		t.Fatalf("the import's source records no unsigned line: %+v", last)
+	}
+	e, _ := dst.Execution(ctx, target)
+	if slices.Contains(e.NotRecorded, activity.FactSignature) || e.State != to {
+		t.Fatalf("the execution itself is signed and now %s: %s %v", to, e.State, e.NotRecorded)
+	}
+	res, err := analyze.Analyse(ctx, dst, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, sus := range res.Suspects {
+		has := slices.ContainsFunc(sus.Executions, func(x analyze.ExecutionSummary) bool { return x.ID == target })
+		says := strings.Contains(sus.Summary, "no verified checkpoint signs")
+		if has != says {
+			t.Errorf("suspect %s (holds the resolved execution: %v) says its records are unsigned: %v\n%s", sus.ID, has, says, sus.Summary)
+		}
+		found = found || has
+	}
+	if !found {
+		t.Fatal("no suspect holds the resolved execution")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,6 +187,11 @@ type otlp struct {
 	// the latest execution that was dispatched: a later server span for
 	// the same call with no dispatch under it attaches to it.
 	dispatched map[string]activity.ExecutionID
+	// seen holds a hash of every span read (trace, span id, name, start):
+	// an exporter that retries a batch writes its spans again, and they
+	// are the same records, not a second call.
+	seen     map[uint64]struct{}
+	seenSeed maphash.Seed
 }
 
 type otlpTrace struct {
@@ -208,6 +214,7 @@ func (d *otlp) note() string {
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	d.traces, d.runs, d.dispatched = map[string]*otlpTrace{}, map[string]activity.RunID{}, map[string]activity.ExecutionID{}
 	d.execs = map[string]activity.ExecutionID{}
+	d.seen, d.seenSeed = map[uint64]struct{}{}, maphash.MakeSeed()
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
 		return d.document(in, k)
 	}
@@ -276,6 +283,10 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 				}
 				d.spans++
 				k.count()
+				if d.again(sp) {
+					k.repeated(1)
+					continue
+				}
 				t := d.traces[sp.trace]
 				if t == nil {
 					t = &otlpTrace{}
@@ -286,6 +297,22 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 		}
 	}
 	return nil
+}
+
+// again reports whether this file already held the span.
+func (d *otlp) again(sp *span) bool {
+	var h maphash.Hash
+	h.SetSeed(d.seenSeed)
+	h.WriteString(sp.trace)
+	h.WriteString(sp.id)
+	h.WriteString(sp.name)
+	h.WriteString(strconv.FormatInt(sp.start.UnixNano(), 10))
+	key := h.Sum64()
+	if _, ok := d.seen[key]; ok {
+		return true
+	}
+	d.seen[key] = struct{}{}
+	return false
 }
 
 func readSpan(raw *otlpSpan, res map[string]string, n int64) (*span, string, error) {

@@ -92,6 +92,15 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 	if v := sp.attr("mcp.protocol.version"); v != "" {
 		call.ProtocolVersion = activity.Some(v)
 	}
+	if known, err := k.known(call, sp.records()); err != nil {
+		return err
+	} else if known {
+		// An earlier import holds this span (the same batch exported
+		// again in another file): importing it again would be a second
+		// call that never happened.
+		k.repeated(int64(len(sp.work)) + spanCount(sp.srv, sp.client, sp.agent))
+		return nil
+	}
 	ex := otlpExec{d: d, k: k, call: call, tool: tool, args: args, run: run, actor: actor, notRecorded: notRecorded, srv: sp.srv}
 	key := firstOf(string(run), actor) + "\x00" + tool + "\x00" + string(args)
 	vendorID, vendorAttached := "", false
@@ -140,6 +149,28 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 		return ex.deliver(sp.client)
 	}
 	return nil
+}
+
+// records are the provenance records its calls may carry: each call is
+// recorded at the span that dispatched it, or at the base span.
+func (sp toolCallSpans) records() []string {
+	var out []string
+	for _, s := range append([]*span{sp.srv, sp.client, sp.agent}, sp.work...) {
+		if s != nil {
+			out = append(out, "span "+s.id)
+		}
+	}
+	return out
+}
+
+func spanCount(spans ...*span) int64 {
+	n := int64(0)
+	for _, s := range spans {
+		if s != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // spanAt is a span's provenance: its line, and the span id.

@@ -30,6 +30,8 @@ type recorder interface {
 	ImportApproval(activity.Approval) error
 	Sync() error
 	Appended() int64
+	KnownCall(format string, c activity.Call, records []string) (activity.SourceID, error)
+	ImportedFormat(format string) (bool, error)
 }
 
 type sink struct {
@@ -45,6 +47,12 @@ type sink struct {
 	in       *lines
 	ticks    int
 	seen     int64 // records read: lines, spans or entries
+	// priorFormat: whether an earlier import was of this format (-1: not
+	// asked yet); only then can a record be one already held.
+	priorFormat int
+	// unsignedFrom is the first line of records nothing signs (the
+	// source's UnsignedFrom); 0: none.
+	unsignedFrom int64
 }
 
 // at is the provenance of a line of this file.
@@ -84,6 +92,48 @@ func (k *sink) fail(line int64, err error) error {
 	}
 	return fmt.Errorf("import %s line %d: %w", k.file, line, err)
 }
+
+// known reports whether an earlier import of this format holds the call
+// under one of these record ids, with the same facts: it is then not
+// imported again.
+func (k *sink) known(c activity.Call, records []string) (bool, error) {
+	if k.priorFormat == 0 {
+		return false, nil
+	}
+	if k.priorFormat < 0 {
+		prior, err := k.w.ImportedFormat(k.rep.Format)
+		if err != nil {
+			return false, fmt.Errorf("import %s: %w", k.file, err)
+		}
+		if k.priorFormat = 0; prior {
+			k.priorFormat = 1
+		}
+		if !prior {
+			return false, nil
+		}
+	}
+	src, err := k.w.KnownCall(k.rep.Format, c, records)
+	if err != nil {
+		return false, fmt.Errorf("import %s line %d: %w", k.file, c.Source.Line, err)
+	}
+	if src != "" && src != k.src {
+		k.rep.RepeatedFrom = appendOnce(k.rep.RepeatedFrom, src)
+	}
+	return src != "", nil
+}
+
+func appendOnce(ids []activity.SourceID, id activity.SourceID) []activity.SourceID {
+	for _, x := range ids {
+		if x == id {
+			return ids
+		}
+	}
+	return append(ids, id)
+}
+
+// repeated counts records this file holds again: its own, or an earlier
+// import's.
+func (k *sink) repeated(n int64) { k.rep.Repeated += n }
 
 // count counts a well-formed record read (bad counts the others).
 func (k *sink) count() { k.seen++ }

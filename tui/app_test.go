@@ -645,12 +645,12 @@ func TestImportKey(t *testing.T) {
 	}
 }
 
-// TestHostileTextEscapedInTheConsole: a tool name carrying an OSC title
-// write and a BiDi override is drawn escaped; only the console's own
-// styling reaches the terminal.
+// TestHostileTextEscapedInTheConsole: a tool name carrying a colour, an
+// OSC title write and a BiDi override is drawn escaped; only the
+// console's own styling reaches the terminal.
 func TestHostileTextEscapedInTheConsole(t *testing.T) {
 	m, s, _ := newTestModel(t, 160, 40)
-	tool := "deploy\x1b]0;pwned\x07\u202egnp"
+	tool := "d\x1b[41mep\x1b]0;pwned\x07\u202egnp"
 	_, err := s.Write(context.Background(), func(w *activity.Tx) error {
 		for range 2 {
 			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:x", Tool: tool, Channel: activity.ChannelHTTP,
@@ -658,8 +658,16 @@ func TestHostileTextEscapedInTheConsole(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateRejected, Reason: "x\x1b[2J"}); err != nil {
+			if _, err := w.RecordCall(activity.Call{Actor: "agent:x", Method: "tools/call", Tool: tool, Arguments: e.Arguments,
+				Disposition: activity.DispositionNewExecution, ExecutionID: e.ID}); err != nil {
 				return err
+			}
+			// Both dispatched, both answered: a suspect whose detail
+			// shows the tool, the arguments and the reason.
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded} {
+				if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: to, Reason: "x\x1b[2J"}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -668,11 +676,22 @@ func TestHostileTextEscapedInTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(m, press(m, "r"))
-	for _, key := range []string{"3", "1"} { // the executions view, then suspects
+	run(m, press(m, "1"))
+	for range 10 { // select the hostile tool's suspect
+		if sel := m.suspects.Selected(); sel == nil || strings.HasPrefix(sel.Tool, `d\x1b`) {
+			break
+		}
+		press(m, "j")
+	}
+	for _, key := range []string{"3", "1", "enter"} { // the executions view, suspects, a suspect's detail
 		run(m, press(m, key))
 		v := m.View()
-		if strings.Contains(v, "\x1b]") || strings.ContainsRune(v, '\u202e') || strings.Contains(v, "\x1b[2J") || strings.ContainsRune(v, '\a') {
+		if strings.Contains(v, "\x1b]") || strings.ContainsRune(v, '\u202e') || strings.Contains(v, "\x1b[2J") || strings.ContainsRune(v, '\a') ||
+			strings.Contains(v, "\x1b[41mep") {
 			t.Fatalf("view %s drew a raw control sequence:\n%q", key, v)
+		}
+		if !strings.Contains(v, `d\x1b[41mep`) {
+			t.Fatalf("view %s does not show the tool's escape as text:\n%q", key, v)
 		}
 	}
 }

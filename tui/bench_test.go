@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
 // manySuspects makes n suspects by varying the ones the incident gives:
@@ -89,4 +90,19 @@ func BenchmarkLoad100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
+}
+
+// BenchmarkScrubSuspect times what scrubbing costs a suspect as the
+// console loads it (termsafe.Scrub walks every string it holds), beside
+// the load of the same suspects into the list:
+//
+//	go test ./tui -run '^$' -bench 'ScrubSuspect|Load100k'
+func BenchmarkScrubSuspect(b *testing.B) {
+	m, _, _ := newTestModel(b, 200, 60)
+	sus := manySuspects(b, m, 1000)
+	b.ResetTimer()
+	for i := range b.N {
+		termsafe.Scrub(sus[i%len(sus)])
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/suspect")
 }

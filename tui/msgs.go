@@ -10,12 +10,16 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/termsafe"
 	"github.com/mcpdup/mcpdup/report"
 )
 
 // Every read and write of the store happens in a command; Update only
 // routes messages. Replies carry the generation of the load they answer
-// so a stale reply (from before a refresh) is dropped.
+// so a stale reply (from before a refresh) is dropped. What a command
+// reads is scrubbed there (termsafe.Scrub) before any view styles it: the
+// frame lets SGR through for the console's own colours, so a colour
+// carried in a log must arrive already shown as text.
 
 // suspectsMsg is one batch of suspects as the analysis streams them.
 type suspectsMsg struct {
@@ -74,6 +78,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 		var batch []*analyze.Suspect
 		last, size := time.Now(), 64
 		err := analyze.Scan(context.Background(), s, opts, func(sus *analyze.Suspect) error {
+			termsafe.Scrub(sus) // data reaches the frame with its escapes shown (see scrub.go)
 			batch = append(batch, sus)
 			if len(batch) >= size || time.Since(last) > 100*time.Millisecond {
 				ch <- suspectsMsg{gen: gen, suspects: batch, read: read}
@@ -81,6 +86,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 			}
 			return nil
 		})
+		termsafe.Scrub(&near)
 		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, done: true, err: err}
 	}()
 	var next tea.Cmd
@@ -105,6 +111,8 @@ func loadPending(s *activity.Store) tea.Cmd {
 			return pendingMsg{err: err}
 		}
 		approvals, err := s.Approvals(ctx, true)
+		termsafe.Scrub(&execs)
+		termsafe.Scrub(&approvals)
 		return pendingMsg{execs: execs, approvals: approvals, err: err}
 	}
 }
@@ -121,6 +129,8 @@ func loadBrowsers(s *activity.Store) tea.Cmd {
 			return browseMsg{err: err}
 		}
 		runs, err := s.Runs(ctx, browseLimit)
+		termsafe.Scrub(&execs)
+		termsafe.Scrub(&runs)
 		return browseMsg{execs: execs, runs: runs, err: err}
 	}
 }
@@ -191,6 +201,7 @@ type rangeMsg struct {
 func loadRange(s *activity.Store, from, to time.Time) tea.Cmd {
 	return func() tea.Msg {
 		tl, err := report.RangeTimeline(context.Background(), s, from, to)
+		termsafe.Scrub(tl)
 		return rangeMsg{tl: tl, err: err}
 	}
 }
