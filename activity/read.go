@@ -561,9 +561,31 @@ type CallRow struct {
 // in the order they were received. The row passed to fn is reused: copy
 // what you keep.
 func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
+	return s.scanCalls(ctx, `FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`, nil, fn)
+}
+
+// ScanCallsOfEffect is ScanCalls for the calls of one effect key: through
+// the executions_by_effect index, so one suspect is rebuilt without
+// reading the whole log.
+func (s *Store) ScanCallsOfEffect(ctx context.Context, key string, fn func(*CallRow) error) error {
+	return s.scanCalls(ctx, `FROM executions e JOIN calls c ON c.execution_id = e.id WHERE e.effect_key = ? ORDER BY c.received_at, c.seq`,
+		[]any{key}, fn)
+}
+
+// CallEffect returns the effect key of the execution a call created or
+// attached to; ErrNotFound when there is no such call (or it has none).
+func (s *Store) CallEffect(ctx context.Context, id CallID) (string, error) {
+	var key string
+	err := s.queryRow(ctx, `SELECT e.effect_key FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.id = ?`, string(id)).Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("call %s: %w", id, ErrNotFound)
+	}
+	return key, err
+}
+
+func (s *Store) scanCalls(ctx context.Context, from string, args []any, fn func(*CallRow) error) error {
 	rows, err := s.query(ctx, `SELECT c.seq, c.id, c.run_id, c.actor, c.received_at, c.disposition, c.execution_id, c.reason,
-		c.tool, c.source_id, c.source_line, c.source_record, e.effect_key, e.attach_window_ms
-		FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`)
+		c.tool, c.source_id, c.source_line, c.source_record, e.effect_key, e.attach_window_ms `+from, args...)
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}

@@ -260,6 +260,11 @@ CREATE INDEX approvals_execution ON approvals(execution_id);
 CREATE INDEX calls_source_record ON calls(source_record) WHERE source_record IS NOT NULL;
 ALTER TABLE sources ADD COLUMN unsigned_from INTEGER;
 `,
+	// 10: a suspect is found from its first call: the calls of one effect
+	// are read through this index (analyze.Find), not by a scan of all.
+	`
+CREATE INDEX executions_by_effect ON executions(effect_key, seq);
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -3,6 +3,7 @@ package analyze_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -294,4 +295,54 @@ func TestWhatIfThroughGatewayDecide(t *testing.T) {
 			t.Errorf("order: the gateway would have answered the retry from the first execution: %+v", w[1])
 		}
 	}
+}
+
+// TestFindRebuildsOneSuspect: a whole suspect id is rebuilt from its first
+// call's effect alone (an index read, not a scan of the log), and the
+// suspect is exactly the one Scan finds, for every suspect of a mixed log
+// with many groups; a call that starts no group is no suspect.
+func TestFindRebuildsOneSuspect(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.FillMixed(ctx, s, 3000, 300, 7); err != nil {
+		t.Fatal(err)
+	}
+	all, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil || len(all) < 20 {
+		t.Fatalf("%d suspects: %v", len(all), err)
+	}
+	inGroup := map[activity.CallID]bool{}
+	for _, want := range all {
+		got, err := analyze.Find(ctx, s, analyze.Options{}, want.ID)
+		if err != nil {
+			t.Fatalf("find %s: %v", want.ID, err)
+		}
+		if a, b := mustJSON(t, got), mustJSON(t, want); a != b {
+			t.Fatalf("suspect %s found alone differs from the scan's:\n%s\n%s", want.ID, a, b)
+		}
+		for _, c := range want.Calls[1:] {
+			inGroup[c.ID] = true
+		}
+	}
+	for id := range inGroup { // a later call of a group starts none
+		sus := "sus_" + strings.TrimPrefix(string(id), "call_")
+		if _, err := analyze.Find(ctx, s, analyze.Options{}, sus); !errors.Is(err, activity.ErrNotFound) {
+			t.Fatalf("%s (not a group's first call) was found: %v", sus, err)
+		}
+		break
+	}
+	if _, err := analyze.Find(ctx, s, analyze.Options{}, "sus_01M8NTXEK8E2GQ6MH0YHJA6M4Y"); !errors.Is(err, activity.ErrNotFound) {
+		t.Fatalf("an id of no call: %v", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -102,13 +103,6 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 			return err
 		}
 		key := r.EffectKey
-		window := opts.Window
-		if window == 0 {
-			window = DefaultWindow
-			if r.Window.OK && r.Window.V > 0 {
-				window = r.Window.V
-			}
-		}
 		g := open[key]
 		if g != nil && r.ReceivedAt.Sub(g.first) > g.window {
 			delete(open, key)
@@ -118,15 +112,14 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 			g = nil
 		}
 		if g == nil {
-			g = &group{key: key, first: r.ReceivedAt, window: window}
+			g = newGroup(opts, r)
 			open[key] = g
 			queue = append(queue, g)
 		}
-		c := CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
-			Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero()}
+		c := callRef(r, names)
 		g.calls = append(g.calls, c)
 		if opts.NearMisses != nil {
-			near.see(r, c, window)
+			near.see(r, c, windowOf(opts, r))
 		}
 		return nil
 	})
@@ -144,6 +137,28 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		opts.NearMisses(found, omitted)
 	}
 	return nil
+}
+
+// newGroup opens a group at call r.
+func newGroup(opts Options, r *activity.CallRow) *group {
+	return &group{key: r.EffectKey, first: r.ReceivedAt, window: windowOf(opts, r)}
+}
+
+// windowOf is a call's window: the tool's recorded attach window unless
+// the options override it.
+func windowOf(opts Options, r *activity.CallRow) time.Duration {
+	if opts.Window != 0 {
+		return opts.Window
+	}
+	if r.Window.OK && r.Window.V > 0 {
+		return r.Window.V
+	}
+	return DefaultWindow
+}
+
+func callRef(r *activity.CallRow, names sourceNames) CallRef {
+	return CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
+		Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero()}
 }
 
 // loadSourceNames reads the import sources' file names, for evidence.
@@ -173,6 +188,9 @@ func All(ctx context.Context, s *activity.Store, opts Options) ([]*Suspect, erro
 func Find(ctx context.Context, s *activity.Store, opts Options, id string) (*Suspect, error) {
 	p := activity.ParsePartialID(id)
 	exact := p.Exact("sus_")
+	if exact {
+		return findExact(ctx, s, opts, id)
+	}
 	var found []*Suspect
 	errFound := errors.New("found")
 	err := Scan(ctx, s, opts, func(sus *Suspect) error {
@@ -245,4 +263,50 @@ func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.Ca
 		}
 	}
 	return <-errc
+}
+
+// findExact rebuilds the one group a whole suspect id names, without
+// reading the rest of the log: the id is its first call's, so the group is
+// among that call's effect's calls (read through an index), cut into
+// windows exactly as Scan cuts them. A call that does not start a group of
+// two or more is no suspect.
+func findExact(ctx context.Context, s *activity.Store, opts Options, id string) (*Suspect, error) {
+	first := activity.CallID("call_" + strings.TrimPrefix(id, "sus_"))
+	key, err := s.CallEffect(ctx, first)
+	if errors.Is(err, activity.ErrNotFound) {
+		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	names, err := loadSourceNames(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var g, found *group
+	errFound := errors.New("found")
+	err = s.ScanCallsOfEffect(ctx, key, func(r *activity.CallRow) error {
+		if g != nil && r.ReceivedAt.Sub(g.first) > g.window {
+			if g.calls[0].ID == first {
+				found = g
+				return errFound
+			}
+			g = nil
+		}
+		if g == nil {
+			g = newGroup(opts, r)
+		}
+		g.calls = append(g.calls, callRef(r, names))
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return nil, err
+	}
+	if found == nil && g != nil && g.calls[0].ID == first {
+		found = g
+	}
+	if found == nil || len(found.calls) < 2 {
+		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
+	}
+	return analyseGroup(ctx, s, found, names)
 }

@@ -1,14 +1,15 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/spool"
 )
 
 // Markdown writes a post-incident report for one suspect: verdict, the
@@ -36,32 +37,85 @@ func whatIfMarkdown(b *strings.Builder, whatIf []analyze.WhatIfCall) {
 	}
 }
 
-// SuspectsMarkdown renders suspects as a Markdown report: a summary table,
-// then each suspect's five answers with evidence and the recommended fix,
-// most severe first.
+// MarkdownWriter renders suspects as a Markdown report: a header that
+// counts them, a summary table, then each suspect's five answers with
+// evidence and the recommended fix, most severe first. The header counts
+// what follows, so rows and sections are spooled to disk as suspects
+// stream in (internal/spool) and written at Flush: memory holds one
+// suspect, whatever their number.
+type MarkdownWriter struct {
+	w      io.Writer
+	source string
+	sp     *spool.Spool
+	counts analyze.Counts
+	n      int
+	err    error
+}
+
+// NewMarkdownWriter writes the report of the log at source to w.
+func NewMarkdownWriter(w io.Writer, source string) *MarkdownWriter {
+	return &MarkdownWriter{w: w, source: source, sp: spool.New(), counts: analyze.Counts{}}
+}
+
+// Write adds one suspect. An error writing the spool is Flush's.
+func (m *MarkdownWriter) Write(s *analyze.Suspect) {
+	if m.err != nil {
+		return
+	}
+	m.counts.Add(s)
+	m.n++
+	rank := s.Severity.Rank()
+	row := fmt.Sprintf("| %s | %s | %s | `%s` | %d | %d | %s | `%s` |\n", s.Verdict.Glyph(), s.Verdict, s.Severity, s.Tool,
+		len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
+	var sec strings.Builder
+	suspectMarkdown(&sec, s)
+	for stream, text := range map[string]string{"rows": row, "sections": sec.String()} {
+		w, err := m.sp.Writer(stream, rank)
+		if err == nil {
+			_, err = io.WriteString(w, text)
+		}
+		if err != nil {
+			m.err = err
+			return
+		}
+	}
+}
+
+// Flush writes the report, stating the integrity of what it was computed
+// from.
+func (m *MarkdownWriter) Flush(in audit.Integrity) error {
+	defer m.sp.Close()
+	if m.err != nil {
+		return fmt.Errorf("markdown report: %w", m.err)
+	}
+	bw := bufio.NewWriter(m.w)
+	fmt.Fprintf(bw, "# Suspected duplicate actions\n\n%s\n\nSource: `%s`. %d suspects: %s.\n\n", integrityMarkdown(in), m.source, m.n, m.counts)
+	if m.n > 0 {
+		bw.WriteString("| | verdict | severity | tool | calls | executions | first call | suspect |\n|---|---|---|---|---|---|---|---|\n")
+		for _, stream := range []string{"rows", "sections"} {
+			rd, err := m.sp.Reader(stream)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(bw, rd); err != nil {
+				return fmt.Errorf("markdown report: %w", err)
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// Close removes the spool; Flush closes it too.
+func (m *MarkdownWriter) Close() error { return m.sp.Close() }
+
+// SuspectsMarkdown renders suspects held in memory (a test's, a small
+// store's) through a MarkdownWriter.
 func SuspectsMarkdown(w io.Writer, source string, suspects []*analyze.Suspect, in audit.Integrity) error {
-	var b strings.Builder
-	counts := analyze.Counts{}
+	m := NewMarkdownWriter(w, source)
 	for _, s := range suspects {
-		counts.Add(s)
+		m.Write(s)
 	}
-	fmt.Fprintf(&b, "# Suspected duplicate actions\n\n%s\n\nSource: `%s`. %d suspects: %s.\n\n", integrityMarkdown(in), source, len(suspects), counts)
-	if len(suspects) == 0 {
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	sorted := append([]*analyze.Suspect(nil), suspects...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Severity.Rank() > sorted[j].Severity.Rank() })
-	b.WriteString("| | verdict | severity | tool | calls | executions | first call | suspect |\n|---|---|---|---|---|---|---|---|\n")
-	for _, s := range sorted {
-		fmt.Fprintf(&b, "| %s | %s | %s | `%s` | %d | %d | %s | `%s` |\n", s.Verdict.Glyph(), s.Verdict, s.Severity, s.Tool,
-			len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
-	}
-	for _, s := range sorted {
-		suspectMarkdown(&b, s)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return m.Flush(in)
 }
 
 // suspectMarkdown renders one suspect's walk.

@@ -2,9 +2,9 @@ package report
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,23 +13,32 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/spool"
 )
 
 // TableWriter prints suspects one line each, most severe first (or in
-// the order they were found). It keeps a small row per suspect, not the
-// suspect, so a long listing is sorted without holding every suspect whole.
+// the order they were found). Each suspect's row is spooled to disk as it
+// is written (internal/spool), so a listing of any length is sorted and
+// aligned with memory for one row and the column widths.
 type TableWriter struct {
 	w         io.Writer
 	questions bool
 	byTime    bool
-	rows      []tableRow
+	sp        *spool.Spool
+	n         int
+	width     []int // of each column, over the rows so far
+	answerW   int
+	err       error
 }
 
+// tableRow is a spooled row: its cells, then with questions each answer
+// ("Q1 yes") and its explanation.
 type tableRow struct {
-	glyph, verdict, severity, tool, first, id string
-	rank, calls, execs, order                 int
-	answers                                   []string // "Q1 yes", then the explanation
+	Cells   []string `json:"c"`
+	Answers []string `json:"a,omitempty"`
 }
+
+var tableHead = []string{"", "VERDICT", "SEVERITY", "TOOL", "CALLS", "EXECS", "FIRST CALL", "SUSPECT"}
 
 // Orders of the suspects table.
 const (
@@ -38,49 +47,59 @@ const (
 )
 
 // NewTableWriter writes to w, sorted by order (SortSeverity or SortTime);
-// with questions, each suspect is followed by its five answers.
+// with questions, each suspect is followed by its five answers. Close it
+// (Flush does) to remove its spool.
 func NewTableWriter(w io.Writer, questions bool, order string) *TableWriter {
-	return &TableWriter{w: w, questions: questions, byTime: order == SortTime}
+	t := &TableWriter{w: w, questions: questions, byTime: order == SortTime, sp: spool.New(), width: make([]int, len(tableHead))}
+	for i, h := range tableHead {
+		t.width[i] = ansi.StringWidth(h)
+	}
+	return t
 }
 
-// Write adds one suspect.
+// Write adds one suspect. An error writing the spool is Flush's.
 func (t *TableWriter) Write(s *analyze.Suspect) {
-	r := tableRow{glyph: s.Verdict.Glyph(), verdict: string(s.Verdict), severity: string(s.Severity), rank: s.Severity.Rank(),
-		tool: s.Tool, calls: len(s.Calls), execs: len(s.Executions), first: s.FirstAt.UTC().Format(time.RFC3339), id: s.ID, order: len(t.rows)}
+	if t.err != nil {
+		return
+	}
+	r := tableRow{Cells: []string{s.Verdict.Glyph(), string(s.Verdict), string(s.Severity), s.Tool, strconv.Itoa(len(s.Calls)),
+		strconv.Itoa(len(s.Executions)), s.FirstAt.UTC().Format(time.RFC3339), s.ID}}
+	for i, c := range r.Cells {
+		t.width[i] = max(t.width[i], ansi.StringWidth(c))
+	}
 	if t.questions {
 		for _, q := range s.Questions {
-			r.answers = append(r.answers, fmt.Sprintf("Q%d %s", q.N, q.Answer), q.Explanation)
+			label := fmt.Sprintf("Q%d %s", q.N, q.Answer)
+			t.answerW = max(t.answerW, ansi.StringWidth(label))
+			r.Answers = append(r.Answers, label, q.Explanation)
 		}
 	}
-	t.rows = append(t.rows, r)
+	rank := 0
+	if !t.byTime {
+		rank = s.Severity.Rank()
+	}
+	w, err := t.sp.Writer("rows", rank)
+	if err == nil {
+		err = json.NewEncoder(w).Encode(r)
+	}
+	t.err = err
+	t.n++
 }
 
-// Flush sorts and prints the table. The suspect lines are aligned with
-// each other; with questions, each one's answers follow it, indented and
-// aligned among themselves, so neither disturbs the other's columns.
+// Flush prints the table. The suspect lines are aligned with each other;
+// with questions, each one's answers follow it, indented and aligned
+// among themselves, so neither disturbs the other's columns.
 func (t *TableWriter) Flush() error {
-	if len(t.rows) == 0 {
+	defer t.Close()
+	if t.err != nil {
+		return fmt.Errorf("suspects table: %w", t.err)
+	}
+	if t.n == 0 {
 		return nil
 	}
-	if !t.byTime {
-		slices.SortStableFunc(t.rows, func(a, b tableRow) int { return b.rank - a.rank })
-	}
-	head := []string{"", "VERDICT", "SEVERITY", "TOOL", "CALLS", "EXECS", "FIRST CALL", "SUSPECT"}
-	width := make([]int, len(head))
-	cells := func(r tableRow) []string {
-		return []string{r.glyph, r.verdict, r.severity, r.tool, strconv.Itoa(r.calls), strconv.Itoa(r.execs), r.first, r.id}
-	}
-	for i, h := range head {
-		width[i] = ansi.StringWidth(h)
-	}
-	answerW := 0
-	for _, r := range t.rows {
-		for i, c := range cells(r) {
-			width[i] = max(width[i], ansi.StringWidth(c))
-		}
-		for i := 0; i < len(r.answers); i += 2 {
-			answerW = max(answerW, ansi.StringWidth(r.answers[i]))
-		}
+	rd, err := t.sp.Reader("rows")
+	if err != nil {
+		return err
 	}
 	bw := bufio.NewWriter(t.w)
 	line := func(cs []string) {
@@ -89,20 +108,29 @@ func (t *TableWriter) Flush() error {
 				bw.WriteString(c)
 				break
 			}
-			bw.WriteString(c + strings.Repeat(" ", width[i]-ansi.StringWidth(c)+2))
+			bw.WriteString(c + strings.Repeat(" ", t.width[i]-ansi.StringWidth(c)+2))
 		}
 		bw.WriteByte('\n')
 	}
-	line(head)
-	for _, r := range t.rows {
-		line(cells(r))
-		for i := 0; i+1 < len(r.answers); i += 2 {
-			fmt.Fprintf(bw, "    %s%s  %s\n", r.answers[i], strings.Repeat(" ", answerW-ansi.StringWidth(r.answers[i])), r.answers[i+1])
+	line(tableHead)
+	dec := json.NewDecoder(rd)
+	for {
+		var r tableRow
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("suspects table: %w", err)
+		}
+		line(r.Cells)
+		for i := 0; i+1 < len(r.Answers); i += 2 {
+			fmt.Fprintf(bw, "    %s%s  %s\n", r.Answers[i], strings.Repeat(" ", t.answerW-ansi.StringWidth(r.Answers[i])), r.Answers[i+1])
 		}
 	}
-	t.rows = nil
 	return bw.Flush()
 }
+
+// Close removes the spool; Flush closes it too.
+func (t *TableWriter) Close() error { return t.sp.Close() }
 
 // TimelineTable prints a timeline one event a line, with each execution's
 // state after it (whole ids, to copy into other commands), then what the

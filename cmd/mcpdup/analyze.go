@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity/audit"
@@ -67,13 +66,13 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) },
 		NearMisses: func(found []analyze.NearMiss, omitted int) { near, nearOmitted = found, omitted }}
 	counts := analyze.Counts{}
-	var all []*analyze.Suspect
 	table := report.NewTableWriter(g.stdout, c.Questions, c.Sort)
+	defer table.Close()
+	md := report.NewMarkdownWriter(g.stdout, s.Path()) // most severe first, whatever --sort
+	defer md.Close()
 	var spool *suspectSpool // -o json: suspects go to disk as they stream, not into memory
 	if c.Output == "json" {
-		if spool, err = newSuspectSpool(c.Sort == report.SortSeverity); err != nil {
-			return err
-		}
+		spool = newSuspectSpool(c.Sort == report.SortSeverity)
 		defer spool.close()
 	}
 	err = analyze.Scan(ctx, s, opts, func(sus *analyze.Suspect) error {
@@ -83,8 +82,8 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 			table.Write(sus)
 		case "json":
 			return spool.add(sus)
-		default:
-			all = append(all, sus)
+		case "markdown":
+			md.Write(sus)
 		}
 		return nil
 	})
@@ -95,9 +94,6 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if c.Sort == report.SortSeverity {
-		slices.SortStableFunc(all, func(a, b *analyze.Suspect) int { return b.Severity.Rank() - a.Severity.Rank() })
-	}
 	switch c.Output {
 	case "json":
 		if near == nil {
@@ -106,7 +102,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		err = spool.writeDocument(g.stdout, s.Path(), [][2]any{{"counts", counts}, {"total", counts.Total()},
 			{"near_misses", near}, {"near_misses_omitted", nearOmitted}, {"integrity", in}})
 	case "markdown":
-		if err = report.SuspectsMarkdown(g.stdout, s.Path(), all, in); err == nil {
+		if err = md.Flush(in); err == nil {
 			err = report.NearMissesMarkdown(g.stdout, near, nearOmitted)
 		}
 	default:
