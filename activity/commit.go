@@ -113,6 +113,7 @@ func (s *Store) commitLoop() {
 			}
 		}
 		s.commitBatch(batch)
+		s.resetWAL()
 	}
 }
 

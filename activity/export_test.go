@@ -27,3 +27,10 @@ func (sn *Snapshot) ReadTablesOnly(ctx context.Context) (rows int64, err error) 
 func (sn *Snapshot) ReplayOnly(ctx context.Context) error {
 	return sn.replayInto(ctx, newDigestSink(newHasher(maphash.MakeSeed(), maphash.MakeSeed())))
 }
+
+// CheckpointStep runs one step of the background checkpoint now.
+func (s *Store) CheckpointStep() { s.checkpointStep() }
+
+// CheckpointPassive runs only its PASSIVE checkpoint (what the store did
+// before WALLimit), for comparison.
+func (s *Store) CheckpointPassive() { s.checkpointWAL("PASSIVE") }

@@ -756,10 +756,11 @@ func (s *Store) ScanTransitions(ctx context.Context, from, to int64, fn func(*Tr
 
 // ScanTransitionsByEffect streams every transition grouped by the effect
 // its execution requested, then by execution, each in log order: what a
-// fold over effects needs to hold only one group at a time (SQLite sorts,
-// spilling to its temporary files, not this process's memory).
+// fold over effects needs to hold only one group at a time. The
+// executions are read in executions_by_effect's order, so SQLite sorts
+// only each execution's few transitions, not the whole history.
 func (s *Store) ScanTransitionsByEffect(ctx context.Context, fn func(*TransitionRow) error) error {
-	rows, err := s.query(ctx, transitionRowSelect+` ORDER BY e.effect_key, t.execution_id, t.seq`)
+	rows, err := s.query(ctx, transitionRowSelect+` ORDER BY e.effect_key, e.seq, t.seq`)
 	if err != nil {
 		return fmt.Errorf("scan transitions: %w", err)
 	}

@@ -54,7 +54,19 @@ type Options struct {
 	// Witness is the file every checkpoint this store signs is appended
 	// to, outside the database; empty means WitnessFile(KeyDir, origin).
 	Witness string
+	// WALLimit is the WAL size past which the background checkpoint also
+	// resets the WAL (see checkpointStep); 0 means DefaultWALLimit.
+	WALLimit int64
 }
+
+// DefaultWALLimit bounds the WAL under continuous writes: past it, each
+// background checkpoint also tries to restart the log.
+const DefaultWALLimit = 32 << 20
+
+// walResetWait is the most a WAL reset waits for readers, holding off
+// writers meanwhile (a reset must wait for no reader to use the WAL). A
+// reset that cannot happen in time is tried again a second later.
+const walResetWait = 25 * time.Millisecond
 
 // DefaultPageSize suits a gateway's database: each of its commits writes
 // every page it touched to the WAL, whole, and with 16 KiB pages a
@@ -114,6 +126,8 @@ type Store struct {
 	closing   chan struct{}  // closed when Close starts: no new writes
 	writes    chan *writeReq // to the committer
 	committer sync.WaitGroup
+	// walReset asks the committer to reset the WAL (checkpointStep).
+	walReset  atomic.Bool
 	stopped   sync.WaitGroup
 	recovered int64        // records Open sealed for an earlier writer
 	vaultSeen atomic.Int64 // the newest vault record a decision rested on
@@ -256,6 +270,9 @@ func (s *Store) openPools() error {
 		// Checkpoints run on their own connection (checkpointLoop) so a
 		// commit never waits for the WAL to be copied into the database.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
+		// A WAL that restarts after growing (a burst, an import) is cut
+		// back to this size instead of keeping its high-water mark.
+		q.Add("_pragma", "journal_size_limit(67108864)")
 		q.Set("_txlock", "immediate")
 	}
 	dsn := "file:" + (&url.URL{Path: s.path}).EscapedPath() + "?" + q.Encode()
@@ -306,9 +323,49 @@ func (s *Store) checkpointLoop() {
 		case <-s.stop:
 			return
 		case <-tick.C:
-			s.checkpointWAL("PASSIVE")
+			s.checkpointStep()
 		}
 	}
+}
+
+// checkpointStep copies the WAL into the database without blocking
+// writers (PASSIVE). That alone never restarts the log while writes keep
+// coming (a commit lands while it copies, so the WAL is never wholly
+// copied when the next writer looks), and the WAL grew to gigabytes under
+// a generator. So past the limit it asks the committer to reset the WAL
+// between two commits (resetWAL): a checkpointer of its own would have to
+// win the write lock from a busy committer, and rarely did.
+func (s *Store) checkpointStep() {
+	s.checkpointWAL("PASSIVE")
+	limit := s.opts.WALLimit
+	if limit <= 0 {
+		limit = DefaultWALLimit
+	}
+	if st, err := os.Stat(s.path + "-wal"); err == nil && st.Size() > limit {
+		s.walReset.Store(true)
+	}
+}
+
+// resetWAL runs on the committer, between commits, when checkpointStep
+// asked: a TRUNCATE checkpoint that copies what PASSIVE left (little) and
+// restarts the log, waiting at most walResetWait for readers to let go of
+// it. One that cannot is asked for again at the next step, so a long read
+// costs the writer one short wait a second, not one per commit.
+func (s *Store) resetWAL() {
+	if !s.walReset.Swap(false) {
+		return
+	}
+	ctx := context.Background()
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", walResetWait.Milliseconds())); err != nil {
+		return
+	}
+	c.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // busy: asked again at the next step
+	c.ExecContext(ctx, "PRAGMA busy_timeout = 10000")
 }
 
 func (s *Store) checkpointWAL(mode string) {

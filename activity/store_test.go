@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -843,5 +844,64 @@ func TestApplyRebuildsEveryStoredExecution(t *testing.T) {
 	}
 	if len(states) < 5 {
 		t.Fatalf("only %d distinct final states (%v): the check covers too little", len(states), states)
+	}
+}
+
+// TestWALStaysBounded: under continuous writes, with a reader reading
+// beside them and checkpoints running while commits land, a PASSIVE
+// checkpoint alone lets the WAL grow (a commit lands while it copies, so
+// the log never restarts); the store's step also resets it past WALLimit,
+// so it stays near the limit. Both run side by side on the same load.
+func TestWALStaysBounded(t *testing.T) {
+	const limit = 1 << 20
+	grow := func(step func(*activity.Store)) int64 {
+		s, _ := activitytest.Open(t, activity.Options{WALLimit: limit})
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Add(1)
+		go func() { // short reads, far more often than a console's
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					s.LogSize(ctx)
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+		}()
+		var peak atomic.Int64
+		wg.Add(1)
+		go func() { // the checkpointer, as fast as it can go
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				step(s)
+				if st, err := os.Stat(s.Path() + "-wal"); err == nil && st.Size() > peak.Load() {
+					peak.Store(st.Size())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		for range 60 {
+			if err := activitytest.Fill(ctx, s, 100, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		return peak.Load()
+	}
+	passive := grow((*activity.Store).CheckpointPassive)
+	bounded := grow((*activity.Store).CheckpointStep)
+	t.Logf("peak WAL under 600 commits: %d KiB with PASSIVE checkpoints alone, %d KiB with the store's step (limit %d KiB)",
+		passive>>10, bounded>>10, limit>>10)
+	if bounded > 3*limit {
+		t.Fatalf("the WAL reached %d KiB, past 3× the %d KiB limit", bounded>>10, limit>>10)
 	}
 }
