@@ -346,3 +346,77 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestRebuildTouchedEqualsScan: after more records are appended, the
+// suspects of the effects the new records touched, rebuilt alone and put
+// in place of those keys' old suspects, are exactly what a whole new scan
+// finds: what the live console does instead of reloading everything.
+func TestRebuildTouchedEqualsScan(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.FillMixed(ctx, s, 1500, 150, 5); err != nil {
+		t.Fatal(err)
+	}
+	before, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := s.LogSize(ctx)
+	// New suspects, and new calls of effects that already had some (the
+	// incident again: its calls join its old groups).
+	if err := activitytest.FillMixed(ctx, s, 600, 100, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	touched, err := analyze.TouchedSince(ctx, s, size)
+	if err != nil || len(touched.Keys) == 0 {
+		t.Fatalf("touched: %+v %v", touched, err)
+	}
+	if now, _ := s.LogSize(ctx); touched.Through != now {
+		t.Fatalf("read through %d, the log has %d", touched.Through, now)
+	}
+	fresh, err := analyze.Rebuild(ctx, s, analyze.Options{}, touched.Keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, k := range touched.Keys {
+		keys[k] = true
+	}
+	merged := map[string]string{}
+	kept := 0
+	for _, sus := range before {
+		if !keys[sus.EffectKey] {
+			merged[sus.ID] = mustJSON(t, sus)
+			kept++
+		}
+	}
+	for _, sus := range fresh {
+		merged[sus.ID] = mustJSON(t, sus)
+	}
+	after, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(merged) {
+		t.Fatalf("a scan finds %d suspects, the incremental update %d (%d kept, %d rebuilt)", len(after), len(merged), kept, len(fresh))
+	}
+	changed := 0
+	for _, sus := range after {
+		if merged[sus.ID] != mustJSON(t, sus) {
+			t.Fatalf("suspect %s differs from the scan's", sus.ID)
+		}
+		for _, b := range before {
+			if b.ID == sus.ID && mustJSON(t, b) != mustJSON(t, sus) {
+				changed++
+			}
+		}
+	}
+	if changed == 0 || kept == 0 {
+		t.Fatalf("the test must change old suspects and keep others: %d changed, %d kept", changed, kept)
+	}
+}

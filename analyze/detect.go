@@ -283,27 +283,17 @@ func findExact(ctx context.Context, s *activity.Store, opts Options, id string) 
 	if err != nil {
 		return nil, err
 	}
-	var g, found *group
+	var found *group
 	errFound := errors.New("found")
-	err = s.ScanCallsOfEffect(ctx, key, func(r *activity.CallRow) error {
-		if g != nil && r.ReceivedAt.Sub(g.first) > g.window {
-			if g.calls[0].ID == first {
-				found = g
-				return errFound
-			}
-			g = nil
+	err = effectGroups(ctx, s, opts, key, names, func(g *group) error {
+		if g.calls[0].ID != first {
+			return nil
 		}
-		if g == nil {
-			g = newGroup(opts, r)
-		}
-		g.calls = append(g.calls, callRef(r, names))
-		return nil
+		found = g
+		return errFound
 	})
 	if err != nil && !errors.Is(err, errFound) {
 		return nil, err
-	}
-	if found == nil && g != nil && g.calls[0].ID == first {
-		found = g
 	}
 	if found == nil || len(found.calls) < 2 {
 		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)

@@ -120,10 +120,20 @@ type Model struct {
 	help     help.Model
 	showHelp bool
 
-	gen      int   // generation of the suspects load
-	loading  bool  // suspects still streaming in
-	read     int64 // calls read by the running load
-	logSize  int64 // records seen; live mode reloads when it grows
+	gen     int   // generation of the suspects load
+	loading bool  // suspects still streaming in
+	read    int64 // calls read by the running load
+	logSize int64 // records seen; live mode refreshes when it grows
+	// analysedTo is the log size the suspects shown cover: a refresh
+	// analyses the records from there on.
+	analysedTo int64
+	refreshing bool // a refresh is running
+	refreshDue bool // and another is wanted when it ends
+	// follower verifies the log as it grows; nil: the next audit is a
+	// whole verification.
+	follower *audit.Follower
+	auditing bool
+	auditDue bool
 	auditTxt string
 	status   string
 	bad      bool
@@ -162,21 +172,56 @@ func New(s *activity.Store, opts Options) *Model {
 
 // Init starts every load; live mode polls for new records.
 func (m *Model) Init() tea.Cmd {
+	m.loading = true
 	cmds := []tea.Cmd{loadSuspects(m.store, m.opts.Analysis, m.gen), loadPending(m.store), loadBrowsers(m.store),
-		verifyLog(m.store), logSize(m.store)}
+		m.audit(), logSize(m.store)}
 	if m.opts.Poll > 0 {
 		cmds = append(cmds, tick(m.opts.Poll))
 	}
 	return tea.Batch(cmds...)
 }
 
-// reload starts a fresh load of everything (after a write, or when live
-// mode sees new records). Replies to an older load are dropped.
+// reload starts a fresh load of everything (r), and a whole verification.
+// Replies to an older load are dropped.
 func (m *Model) reload() tea.Cmd {
 	m.gen++
-	m.loading, m.read = true, 0
+	m.loading, m.read, m.refreshing, m.refreshDue = true, 0, false, false
 	m.suspects.SetSuspects(nil)
-	return tea.Batch(loadSuspects(m.store, m.opts.Analysis, m.gen), loadPending(m.store), loadBrowsers(m.store), verifyLog(m.store))
+	m.follower = nil
+	return tea.Batch(loadSuspects(m.store, m.opts.Analysis, m.gen), loadPending(m.store), loadBrowsers(m.store), m.audit())
+}
+
+// refresh brings the views up to the log after new records (live mode,
+// the console's own writes): only the suspects of the effects the new
+// records touched are analysed again, and only the new records hashed.
+func (m *Model) refresh() tea.Cmd {
+	if m.loading {
+		return nil // the running load will cover them, then refresh
+	}
+	if m.refreshing {
+		m.refreshDue = true
+		return nil
+	}
+	m.refreshing = true
+	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.gen), loadPending(m.store), loadBrowsers(m.store), m.audit())
+}
+
+// audit advances the follower, one advance at a time.
+func (m *Model) audit() tea.Cmd {
+	if m.auditing {
+		m.auditDue = true
+		return nil
+	}
+	if m.follower == nil {
+		f, err := newFollower(m.store)
+		if err != nil {
+			m.auditTxt = auditText(nil, err)
+			return nil
+		}
+		m.follower = f
+	}
+	m.auditing = true
+	return advanceAudit(m.follower)
 }
 
 // Update routes a message: typing first, then global keys, then the view.
@@ -199,10 +244,29 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		if msg.done {
 			m.loading = false
+			m.analysedTo = msg.through
 			m.suspects.SetNearMisses(msg.near)
+			if m.logSize > m.analysedTo { // records arrived while it ran
+				return m, m.refresh()
+			}
 			return m, nil
 		}
 		return m, msg.next
+	case refreshMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		m.refreshing = false
+		if msg.err != nil {
+			m.setStatus("analysis: "+msg.err.Error(), true)
+			return m, nil
+		}
+		m.suspects.ReplaceEffects(msg.keys, msg.fresh)
+		m.analysedTo = max(m.analysedTo, msg.through)
+		if m.refreshDue {
+			m.refreshDue = false
+			return m, m.refresh()
+		}
 	case pendingMsg:
 		if msg.err != nil {
 			m.setStatus("pending: "+msg.err.Error(), true)
@@ -232,7 +296,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !msg.added {
 			return m, nil
 		}
-		return m, m.reload()
+		return m, m.refresh()
 	case rangeMsg:
 		if msg.err != nil {
 			m.setStatus("replay: "+msg.err.Error(), true)
@@ -242,7 +306,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.detail.SetRange(msg.tl)
 		m.open(m.detail)
 	case auditMsg:
+		m.auditing = false
 		m.auditTxt = auditText(msg.report, msg.err)
+		if msg.err != nil {
+			m.follower = nil // the next audit starts over
+		}
+		if m.auditDue {
+			m.auditDue = false
+			return m, m.audit()
+		}
 	case resolvedMsg:
 		if msg.err != nil {
 			m.setStatus(msg.err.Error(), true)
@@ -250,7 +322,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.setStatus(msg.what, false)
 		m.logSize = max(m.logSize, msg.logSize)
-		return m, m.reload()
+		return m, m.refresh()
 	case pending.ResolveMsg, pending.DecideMsg:
 		return m, m.decideAs(msg)
 	case tickMsg:
@@ -261,9 +333,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err == nil && msg.size > m.logSize {
 			first := m.logSize == 0
 			m.logSize = msg.size
-			if !first && !m.loading {
-				m.setStatus("new activity: reloaded", false)
-				return m, m.reload()
+			if !first {
+				m.setStatus("new activity: updated", false)
+				return m, m.refresh()
 			}
 		}
 	}

@@ -362,11 +362,40 @@ func TestLiveMode(t *testing.T) {
 	other.Close()
 	_, cmd := m.Update(tickMsg(time.Now()))
 	run(m, cmd)
-	if v := m.View(); !strings.Contains(v, "new activity: reloaded") || !strings.Contains(v, "[3] Executions 10") {
+	if v := m.View(); !strings.Contains(v, "new activity: updated") || !strings.Contains(v, "[3] Executions 10") {
 		t.Fatalf("live reload:\n%s", v)
 	}
 	if m.execs.View() == "" || !strings.Contains(m.execs.View(), "(10)") {
 		t.Fatalf("executions after reload:\n%s", m.execs.View())
+	}
+
+	// New suspects, and an old suspect's effect called again: the list is
+	// updated in place (the selection stays) and holds exactly what a
+	// whole analysis finds.
+	press(m, "1")
+	sel := m.suspects.Selected()
+	other, err = activity.Open(ctx, s.Path(), activity.Options{KeyDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.FillMixed(ctx, other, 300, 50, 3); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	_, cmd = m.Update(tickMsg(time.Now()))
+	run(m, cmd)
+	all, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, total, _ := m.suspects.Counts(); total != len(all) || total <= 3 {
+		t.Fatalf("live update: %d suspects listed, a whole analysis finds %d", total, len(all))
+	}
+	if got := m.suspects.Selected(); sel == nil || got == nil || got.ID != sel.ID {
+		t.Fatalf("the selection moved: %v → %v", idOf(sel), idOf(got))
+	}
+	if m.loading || m.gen != 0 {
+		t.Fatalf("live mode reloaded instead of updating (gen %d)", m.gen)
 	}
 }
 
@@ -632,7 +661,7 @@ func TestImportKey(t *testing.T) {
 	// Live mode's next look at the log must not take our own import for
 	// new activity and replace its summary.
 	run(m, logSize(m.store))
-	if v := m.View(); !strings.Contains(v, "imported activity.jsonl") || strings.Contains(v, "new activity: reloaded") {
+	if v := m.View(); !strings.Contains(v, "imported activity.jsonl") || strings.Contains(v, "new activity: updated") {
 		t.Fatalf("the import's summary was replaced:\n%s", v)
 	}
 	press(m, "i")
@@ -868,4 +897,11 @@ func TestPendingDecisionSurvivesAReload(t *testing.T) {
 	if as, _ := s.Approvals(ctx, true); len(as) != 1 {
 		t.Fatalf("the new approval was decided by mistake: %+v", as)
 	}
+}
+
+func idOf(s *analyze.Suspect) string {
+	if s == nil {
+		return "none"
+	}
+	return s.ID
 }

@@ -28,8 +28,19 @@ type suspectsMsg struct {
 	read     int64              // calls read so far
 	near     []analyze.NearMiss // with done: the near misses named
 	done     bool
+	through  int64 // with done: the log size the analysis covers at least
 	err      error
 	next     tea.Cmd
+}
+
+// refreshMsg is live mode's update: the suspects of the effects that the
+// records since the last analysis touched, rebuilt alone.
+type refreshMsg struct {
+	gen     int
+	keys    []string
+	fresh   []*analyze.Suspect
+	through int64
+	err     error
 }
 
 type pendingMsg struct {
@@ -72,6 +83,9 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 	opts.NearMisses = func(found []analyze.NearMiss, _ int) { near = found }
 	go func() {
 		defer close(ch)
+		// Read before the scan: records appended while it runs are
+		// analysed again by the first refresh, which is harmless.
+		through, _ := s.LogSize(context.Background())
 		// The first suspects go out at once (the first frame should not
 		// wait for the analysis); after that, batches every 100ms or 8,192
 		// suspects: each batch costs the list a merge of its sort orders.
@@ -87,7 +101,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 			return nil
 		})
 		termsafe.Scrub(&near)
-		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, done: true, err: err}
+		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, done: true, through: through, err: err}
 	}()
 	var next tea.Cmd
 	next = func() tea.Msg {
@@ -101,6 +115,24 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 		return m
 	}
 	return next
+}
+
+// refreshSuspects reads the records since the last analysis and rebuilds
+// the suspects of the effects they touched: a few short reads, where a
+// reload read the whole log again.
+func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen int) tea.Cmd {
+	return func() tea.Msg {
+		ctx := context.Background()
+		touched, err := analyze.TouchedSince(ctx, s, since)
+		if err != nil {
+			return refreshMsg{gen: gen, err: err}
+		}
+		fresh, err := analyze.Rebuild(ctx, s, opts, touched.Keys)
+		for _, sus := range fresh {
+			termsafe.Scrub(sus)
+		}
+		return refreshMsg{gen: gen, keys: touched.Keys, fresh: fresh, through: touched.Through, err: err}
+	}
 }
 
 func loadPending(s *activity.Store) tea.Cmd {
@@ -135,18 +167,24 @@ func loadBrowsers(s *activity.Store) tea.Cmd {
 	}
 }
 
-// verifyLog checks the log with the key this host has for it (the
-// indicator says when that key is not pinned).
-func verifyLog(s *activity.Store) tea.Cmd {
+// newFollower verifies the log with the key this host has for it (the
+// indicator says when that key is not pinned), following it as it grows.
+func newFollower(s *activity.Store) (*audit.Follower, error) {
+	opts := audit.Options{}
+	if pub, err := s.PublicKey(); err == nil {
+		opts.Key = pub
+	}
+	if err := audit.UseWitness(s.WitnessPath(), &opts); err != nil {
+		return nil, err
+	}
+	return audit.NewFollower(s, opts)
+}
+
+// advanceAudit verifies what was appended since the follower's last
+// advance (everything, the first time).
+func advanceAudit(f *audit.Follower) tea.Cmd {
 	return func() tea.Msg {
-		opts := audit.Options{}
-		if pub, err := s.PublicKey(); err == nil {
-			opts.Key = pub
-		}
-		if err := audit.UseWitness(s.WitnessPath(), &opts); err != nil {
-			return auditMsg{err: err}
-		}
-		rep, err := audit.VerifyStore(context.Background(), s, opts)
+		rep, err := f.Advance(context.Background())
 		return auditMsg{report: rep, err: err}
 	}
 }

@@ -16,10 +16,13 @@ type Integrity struct {
 	Through   int64 `json:"verified_through"`
 	KeyPinned bool  `json:"key_pinned"`
 	// Unsealed records are chained but no verified checkpoint signs them.
-	Unsealed int64  `json:"unsealed"`
-	Tables   bool   `json:"tables_checked"`
-	Problems int    `json:"problems"`
-	Text     string `json:"text"`
+	Unsealed int64 `json:"unsealed"`
+	Tables   bool  `json:"tables_checked"`
+	// TablesThrough is how many records the table check covered when it
+	// is behind the log (a live console checks the tables less often).
+	TablesThrough int64  `json:"tables_verified_through,omitempty"`
+	Problems      int    `json:"problems"`
+	Text          string `json:"text"`
 }
 
 // Integrity states.
@@ -34,11 +37,13 @@ const (
 	PhraseKeyNotPinned = "key not pinned"
 	PhraseUnsealedTail = "unsealed tail"
 	PhraseNoTables     = "tables not checked"
+	PhraseTablesAt     = "tables at record"
 )
 
 // Integrity summarises the report.
 func (r *Report) Integrity() Integrity {
-	in := Integrity{Through: r.Records, KeyPinned: r.KeyPinned, Unsealed: r.Unsealed, Problems: len(r.Problems) + r.ProblemsOmitted}
+	in := Integrity{Through: r.Records, KeyPinned: r.KeyPinned, Unsealed: r.Unsealed, Problems: len(r.Problems) + r.ProblemsOmitted,
+		TablesThrough: r.TablesThrough}
 	for _, c := range r.Checks {
 		if c.Name == CheckTables && c.Status != StatusSkipped {
 			in.Tables = true
@@ -56,6 +61,9 @@ func (r *Report) Integrity() Integrity {
 		what = "log"
 	}
 	in.Text = fmt.Sprintf("verified: %s through record %d", what, max(r.Records-1, 0))
+	if in.Tables && in.TablesThrough > 0 {
+		in.Text = fmt.Sprintf("verified: log through record %d, tables through record %d", max(r.Records-1, 0), in.TablesThrough-1)
+	}
 	if r.Records == 0 {
 		in.Text = "verified: empty log"
 	}
@@ -97,6 +105,9 @@ func (in Integrity) caveats(tail string) []string {
 	}
 	if !in.Tables {
 		out = append(out, PhraseNoTables)
+	}
+	if in.Tables && in.TablesThrough > 0 {
+		out = append(out, fmt.Sprintf("%s %d", PhraseTablesAt, in.TablesThrough-1))
 	}
 	return out
 }

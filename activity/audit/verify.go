@@ -117,7 +117,10 @@ type Report struct {
 	ProblemsOmitted int       `json:"problems_omitted"`
 	Tampered        bool      `json:"tampered"`
 	Result          string    `json:"result"` // ok | tampered
-	DurationMS      int64     `json:"duration_ms"`
+	// TablesThrough is how many records the table check covered, when it
+	// covered fewer than Records (a Follower checks them less often).
+	TablesThrough int64 `json:"tables_verified_through,omitempty"`
+	DurationMS    int64 `json:"duration_ms"`
 }
 
 // verifier is fed the log in order, one record or checkpoint at a time,

@@ -355,7 +355,7 @@ func TestConsoleLiveWithGateway(t *testing.T) {
 	call(2)
 	call(3)
 	tm.waitFor("executions (newest first) (3)")
-	tm.waitFor("new activity: reloaded")
+	tm.waitFor("new activity: updated")
 	if screen := tm.capture(); strings.Count(screen, "deploy_release") < 3 || !strings.Contains(screen, "delivered") {
 		t.Fatalf("the new executions are not listed:\n%s", screen)
 	}

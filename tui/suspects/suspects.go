@@ -5,6 +5,7 @@ package suspects
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,8 +73,13 @@ func (m *Model) SetSuspects(all []*analyze.Suspect) {
 	m.idx = &index{}
 	m.idx.add(all)
 	m.apply()
+	m.selectID(keep)
+}
+
+// selectID moves the cursor to the suspect with this id, if shown.
+func (m *Model) selectID(id string) {
 	for i, idx := range m.shown {
-		if m.all[idx].ID == keep {
+		if m.all[idx].ID == id {
 			m.cursor = i
 		}
 	}
@@ -99,6 +105,32 @@ func (m *Model) nearText() string {
 		noun = "near miss"
 	}
 	return fmt.Sprintf(" · %d %s (not suspects): %s differs in %s", len(m.near), noun, first.Tool, what)
+}
+
+// ReplaceEffects puts fresh in place of the suspects of these effect
+// keys: live mode's update, when new records touched only those effects.
+// The selection stays on its suspect when it can.
+func (m *Model) ReplaceEffects(keys []string, fresh []*analyze.Suspect) {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	if !slices.ContainsFunc(m.all, func(s *analyze.Suspect) bool { return set[s.EffectKey] }) {
+		var keep string
+		if s := m.Selected(); s != nil {
+			keep = s.ID
+		}
+		m.Add(fresh) // only new suspects: no index to rebuild
+		m.selectID(keep)
+		return
+	}
+	all := make([]*analyze.Suspect, 0, len(m.all)+len(fresh))
+	for _, s := range m.all {
+		if !set[s.EffectKey] {
+			all = append(all, s)
+		}
+	}
+	m.SetSuspects(append(all, fresh...))
 }
 
 // Add appends suspects as they stream in.
