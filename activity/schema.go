@@ -265,6 +265,12 @@ ALTER TABLE sources ADD COLUMN unsigned_from INTEGER;
 	`
 CREATE INDEX executions_by_effect ON executions(effect_key, seq);
 `,
+	// 11: the console lists the newest executions every second in live
+	// mode: without this index each listing sorted the whole table (1.5 s
+	// at 166k executions). Appends only ever touch its right edge.
+	`
+CREATE INDEX executions_seq ON executions(seq);
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

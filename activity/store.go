@@ -355,8 +355,12 @@ func (s *Store) resetWAL() {
 	if !s.walReset.Swap(false) {
 		return
 	}
+	s.resetWALOn(s.w)
+}
+
+func (s *Store) resetWALOn(db *sql.DB) {
 	ctx := context.Background()
-	c, err := s.w.Conn(ctx)
+	c, err := db.Conn(ctx)
 	if err != nil {
 		return
 	}
@@ -515,7 +519,11 @@ func (s *Store) Close() error {
 			if s.signer != nil {
 				_, err = s.Seal(context.Background(), SealShutdown)
 			}
-			s.checkpointWAL("TRUNCATE")
+			// A short wait: a CLI writer (resolve, lock) must not wait on a
+			// console's read to exit; a WAL left behind is the next
+			// writer's to checkpoint.
+			s.walReset.Store(true)
+			s.resetWALOn(s.ckpt)
 		}
 		s.closePools()
 	})

@@ -13,8 +13,11 @@ import (
 // moved (a call, an acceptance, a transition, a resolution, an approval).
 // Only those keys' suspects can differ from before.
 type Touched struct {
-	Keys    []string
-	Through int64 // the log size read through
+	Keys []string
+	// Executions are the touched executions as they stand now (for a
+	// list of executions to update in place).
+	Executions []activity.Execution
+	Through    int64 // the log size read through
 }
 
 // TouchedSince reads the log from record since on: a short read of the new
@@ -61,6 +64,7 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 		}
 		for _, e := range execs {
 			t.Keys = append(t.Keys, e.EffectKey())
+			t.Executions = append(t.Executions, e)
 		}
 	}
 	slices.Sort(t.Keys)

@@ -21,9 +21,11 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +64,7 @@ var ErrFormatNeeded = errors.New("choose the file's format")
 type Options struct {
 	// Operator is recorded on resolutions and approvals.
 	Operator string
-	// Poll is how often live mode looks for new records (0: 2s; <0: off).
+	// Poll is how often live mode looks for new records (0: 1s; <0: off).
 	Poll time.Duration
 	// Analysis tunes suspect detection.
 	Analysis analyze.Options
@@ -142,7 +144,7 @@ type Model struct {
 // New builds the console on an open store.
 func New(s *activity.Store, opts Options) *Model {
 	if opts.Poll == 0 {
-		opts.Poll = 2 * time.Second
+		opts.Poll = time.Second
 	}
 	if opts.Title == "" {
 		opts.Title = s.Path()
@@ -203,7 +205,7 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.refreshing = true
-	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.gen), loadPending(m.store), loadBrowsers(m.store), m.audit())
+	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.gen), loadPending(m.store), m.audit())
 }
 
 // audit advances the follower, one advance at a time.
@@ -262,6 +264,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.suspects.ReplaceEffects(msg.keys, msg.fresh)
+		m.setBrowsers(mergeNewest(m.execList, msg.execs, browseLimit), msg.runs)
 		m.analysedTo = max(m.analysedTo, msg.through)
 		if m.refreshDue {
 			m.refreshDue = false
@@ -655,6 +658,37 @@ func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 		details = append(details, fmt.Sprintf("%s · identified by %s: %s", r.ID, r.IdentifiedBy, r.Evidence))
 	}
 	m.runs.SetRows(fmt.Sprintf("%-11s %-16s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)
+}
+
+// mergeNewest updates a newest-first list of executions with the ones new
+// records touched: a listed one is replaced where it stands (an
+// execution keeps the place of its acceptance), the others are new, so
+// newer than all listed, and go on top. At most limit are kept.
+func mergeNewest(list, touched []activity.Execution, limit int) []activity.Execution {
+	byID := make(map[activity.ExecutionID]activity.Execution, len(touched))
+	for _, e := range touched {
+		byID[e.ID] = e
+	}
+	listed := make(map[activity.ExecutionID]bool, len(list))
+	for _, e := range list {
+		listed[e.ID] = true
+	}
+	out := make([]activity.Execution, 0, min(len(list)+len(touched), limit))
+	var added []activity.Execution
+	for _, e := range touched {
+		if !listed[e.ID] {
+			added = append(added, e)
+		}
+	}
+	slices.SortFunc(added, func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) })
+	out = append(out, added...)
+	for _, e := range list {
+		if t, ok := byID[e.ID]; ok {
+			e = t
+		}
+		out = append(out, e)
+	}
+	return out[:min(len(out), limit)]
 }
 
 func stateGlyph(s activity.State) string {

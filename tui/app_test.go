@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -904,4 +905,22 @@ func idOf(s *analyze.Suspect) string {
 		return "none"
 	}
 	return s.ID
+}
+
+// TestMergeNewest: live mode updates the executions browser in place: a
+// listed execution the new records moved is replaced where it stands,
+// new ones go on top newest first, and the list keeps its limit.
+func TestMergeNewest(t *testing.T) {
+	ex := func(id string, seq int64, st activity.State) activity.Execution {
+		return activity.Execution{ID: activity.ExecutionID(id), Seq: seq, State: st}
+	}
+	list := []activity.Execution{ex("c", 3, activity.StateDelivered), ex("b", 2, activity.StateDispatched), ex("a", 1, activity.StateDelivered)}
+	touched := []activity.Execution{ex("e", 4, activity.StateAccepted), ex("b", 2, activity.StateUnknown), ex("d", 5, activity.StateAccepted)}
+	var got []string
+	for _, e := range mergeNewest(list, touched, 4) {
+		got = append(got, string(e.ID)+":"+string(e.State))
+	}
+	if want := []string{"d:accepted", "e:accepted", "c:delivered", "b:unknown"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -377,4 +378,202 @@ func TestConsoleImportsFiles(t *testing.T) {
 	tm.waitFor("two_processes")
 	tm.keys("q")
 	tm.waitExit()
+}
+
+// TestConsoleBesideALoadedGateway is the live incident: the console open
+// in a terminal while a real gateway process serves 100 calls a second.
+// It measures, and prints, the console's CPU over the steady load, how
+// long a new suspect takes to appear on its screen, and the wall time of
+// an `mcpdup resolve` run meanwhile (a writer whose close waits on the
+// console's reads). It fails only if the suspect never appears or the
+// resolve fails: the figures are for the closing note, not assertions
+// (this machine is shared).
+func TestConsoleBesideALoadedGateway(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Fatal("this test reads the console's CPU from /proc")
+	}
+	bin := buildBinary(t)
+	target := loopback.NewTarget()
+	defer target.Close()
+	slow := loopback.NewTarget() // answers after the gateway gave up: an unknown outcome to resolve
+	defer slow.Close()
+	slow.SetDelay(2 * time.Second)
+	dir := t.TempDir()
+	if base := os.Getenv("MCPDUP_LIVE_BASE"); base != "" {
+		// A big store to start from (a directory with log.db and keys/,
+		// e.g. activitytest.MillionMixed's): the console's load then
+		// matters, as in a real incident.
+		copyFile(t, filepath.Join(base, "log.db"), filepath.Join(dir, "gw.db"))
+		copyDir(t, filepath.Join(base, "keys"), filepath.Join(dir, "keys"))
+	}
+	endpoint, env, _ := startGateway(t, bin, dir, target.URL, fmt.Sprintf(`
+[[tool]]
+name = "charge_card"
+url = "%s/v1/charges"
+contract = "blocked_after_unknown"
+timeout = "300ms"
+`, slow.URL))
+	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := loopback.Connect(ctx, endpoint, gatewayToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	deploy := func(v int) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"version": v}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %+v", res.Content)
+		}
+		return err
+	}
+	for v := range 300 {
+		if err := deploy(1000 + v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "charge_card", Arguments: map[string]any{"amount": 5}}) // times out: unknown
+	unknown := unknownExecution(t, db, keys)
+
+	tm := startTmux(t, dir, 140, 30, bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
+	tm.waitFor("· live")
+	tm.waitFor("audit ✓")
+	pid := strings.TrimSpace(tm.run("display-message", "-p", "-t", "e2e", "#{pane_pid}"))
+
+	// The steady load: 100 calls a second, each a new effect.
+	stop := make(chan struct{})
+	loadDone := make(chan int)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		n := 0
+		for v := 0; ; v++ {
+			select {
+			case <-stop:
+				loadDone <- n
+				return
+			case <-tick.C:
+			}
+			if deploy(2000+v) == nil {
+				n++
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second) // past the first polls: steady state
+	cpu0, wall0 := procCPU(t, pid), time.Now()
+
+	// A retry of an earlier call: it attaches, and makes a suspect.
+	time.Sleep(2 * time.Second)
+	before := suspectCount(t, tm.capture())
+	if err := deploy(1000); err != nil {
+		t.Fatal(err)
+	}
+	retried := time.Now()
+	tm.pollFor(func(screen string) bool { return suspectCount(t, screen) == before+1 })
+	appeared := time.Since(retried)
+
+	started := time.Now()
+	out, err := exec.Command(bin, "resolve", unknown, "--verified", "--note", "charge found in the processor", "--db", db, "--key-dir", keys,
+		"--operator", "alice").CombinedOutput()
+	resolveWall := time.Since(started)
+	if err != nil {
+		t.Fatalf("resolve beside the console: %v\n%s", err, out)
+	}
+
+	time.Sleep(6 * time.Second)
+	cpu1, wall1 := procCPU(t, pid), time.Now()
+	close(stop)
+	calls := <-loadDone
+	window := wall1.Sub(wall0)
+	t.Logf("console beside a gateway serving %d calls in %.1f s (%.0f calls/s): console CPU %.1f%% of one core over %.1f s; "+
+		"a new suspect on screen %d ms after its call returned; mcpdup resolve took %d ms",
+		calls, time.Since(wall0).Seconds(), float64(calls)/time.Since(wall0).Seconds(), 100*(cpu1-cpu0)/window.Seconds(), window.Seconds(),
+		appeared.Milliseconds(), resolveWall.Milliseconds())
+	tm.keys("q")
+	tm.waitExit()
+	_ = env
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			copyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+		}
+	}
+}
+
+// suspectCount reads the suspects tab's count off the screen.
+func suspectCount(t *testing.T, screen string) int {
+	t.Helper()
+	m := regexp.MustCompile(`\[1\] Suspects (\d+)`).FindStringSubmatch(screen)
+	if m == nil {
+		t.Fatalf("no suspects count on the screen:\n%s", screen)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// procCPU is a process's user and system CPU so far, in seconds.
+func procCPU(t *testing.T, pid string) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// unknownExecution is the id of the one execution whose outcome is
+// unknown (pending_verification, for its contract).
+func unknownExecution(t *testing.T, db, keys string) string {
+	t.Helper()
+	s, err := activity.Open(context.Background(), db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 50 {
+		execs, err := s.Executions(context.Background(), activity.ExecutionFilter{States: []activity.State{activity.StateUnknown, activity.StatePendingVerification}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(execs) == 1 {
+			return string(execs[0].ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the slow charge left no unknown execution")
+	return ""
 }

@@ -60,7 +60,7 @@ const gatewayToken = "binary-test-token-0123456789"
 // deploy_release, that reaches targetURL; its database and keys are in
 // dir. It returns the MCP endpoint, the environment the other commands
 // need to reach the same database, and the process (killed at cleanup).
-func startGateway(t *testing.T, bin, dir, targetURL string) (string, []string, *exec.Cmd) {
+func startGateway(t *testing.T, bin, dir, targetURL string, moreConfig ...string) (string, []string, *exec.Cmd) {
 	t.Helper()
 	cfg := filepath.Join(dir, "gateway.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
@@ -72,7 +72,7 @@ token_env = "MCPDUP_TOKEN_CI"
 name = "deploy_release"
 url = "%s/v1/releases"
 contract = "repeatable_with_key"
-`, targetURL)), 0o600)
+`, targetURL)+strings.Join(moreConfig, "\n")), 0o600)
 	env := append(os.Environ(), "MCPDUP_DB="+filepath.Join(dir, "gw.db"), "MCPDUP_KEY_DIR="+filepath.Join(dir, "keys"),
 		"MCPDUP_TOKEN_CI="+gatewayToken, "USER=ops")
 	cmd := exec.Command(bin, "gateway", "--config", cfg)
