@@ -134,11 +134,15 @@ type Model struct {
 	// follower verifies the log as it grows; nil: the next audit is a
 	// whole verification.
 	follower *audit.Follower
-	auditing bool
-	auditDue bool
-	auditTxt string
-	status   string
-	bad      bool
+	// opening is the suspect being read whole to open; keys typed
+	// meanwhile wait in typedAhead for its view.
+	opening    string
+	typedAhead []tea.KeyMsg
+	auditing   bool
+	auditDue   bool
+	auditTxt   string
+	status     string
+	bad        bool
 }
 
 // New builds the console on an open store.
@@ -300,6 +304,20 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		return m, m.refresh()
+	case openedMsg:
+		ahead := m.typedAhead
+		m.opening, m.typedAhead = "", nil
+		if msg.err != nil {
+			m.setStatus("open "+msg.id+": "+msg.err.Error()+" (r reloads)", true)
+			return m, nil
+		}
+		m.detail.SetSuspect(msg.sus)
+		m.open(m.detail)
+		var cmds []tea.Cmd
+		for _, km := range ahead {
+			cmds = append(cmds, m.key(km))
+		}
+		return m, tea.Batch(cmds...)
 	case rangeMsg:
 		if msg.err != nil {
 			m.setStatus("replay: "+msg.err.Error(), true)
@@ -380,6 +398,12 @@ func (m *Model) key(km tea.KeyMsg) tea.Cmd {
 	if key.Matches(km, keys.ForceQuit) {
 		return tea.Quit
 	}
+	if m.opening != "" {
+		// A suspect is being read to open: what is typed meanwhile is
+		// meant for its view, and goes there once it is open.
+		m.typedAhead = append(m.typedAhead, km)
+		return nil
+	}
 	// Keys typed faster than the terminal is read arrive as one message
 	// of several runes; outside a text field each is its own command.
 	if km.Type == tea.KeyRunes && len(km.Runes) > 1 && !km.Paste && !m.typing() {
@@ -455,9 +479,9 @@ func (m *Model) take() tea.Cmd {
 		m.setStatus("reading the range…", false)
 		return loadRange(m.store, from, to)
 	}
-	if s := m.suspects.TakeOpened(); s != nil {
-		m.detail.SetSuspect(s)
-		m.open(m.detail)
+	if r := m.suspects.TakeOpened(); r != nil {
+		m.opening = r.ID
+		return openSuspect(m.store, m.opts.Analysis, r.ID)
 	}
 	if m.detail.TakeBack() && m.inDetail() {
 		m.stack = m.stack[:len(m.stack)-1]

@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
@@ -15,8 +19,8 @@ import (
 // every verdict, tool names and times spread out, ids unique.
 func manySuspects(t testing.TB, m *Model, n int) []*analyze.Suspect {
 	t.Helper()
-	base := m.suspects.All()
-	if len(base) == 0 {
+	base, err := analyze.All(context.Background(), m.store, analyze.Options{})
+	if err != nil || len(base) == 0 {
 		t.Fatal("no suspects to copy")
 	}
 	out := make([]*analyze.Suspect, n)
@@ -105,4 +109,42 @@ func BenchmarkScrubSuspect(b *testing.B) {
 		termsafe.Scrub(sus[i%len(sus)])
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/suspect")
+}
+
+// BenchmarkConsoleMemory opens the console on a store with about 100,000
+// suspects (1.3M records of activitytest.FillMixed, every second execution
+// retried; built once into the temp directory, minutes) and reports the
+// heap the loaded console keeps (after a GC) and its peak while loading:
+//
+//	go test ./tui -run '^$' -bench ConsoleMemory -benchtime 1x -timeout 60m
+func BenchmarkConsoleMemory(b *testing.B) {
+	path, keyDir := activitytest.Cached(b, "console-100k-suspects", func(ctx context.Context, s *activity.Store) error {
+		return activitytest.FillMixed(ctx, s, 1_300_000, 3000, 2)
+	})
+	s, err := activity.Open(context.Background(), path, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var kept, peak float64
+	var suspects int
+	for range b.N {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		stop := activitytest.PeakHeap()
+		m := New(s, Options{Poll: -1})
+		m.Update(tea.WindowSizeMsg{Width: 200, Height: 60})
+		run(m, m.Init())
+		peak = stop()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		kept = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+		_, suspects, _ = m.suspects.Counts()
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(float64(suspects), "suspects")
+	b.ReportMetric(kept, "MB-kept")
+	b.ReportMetric(peak, "MB-peak")
 }

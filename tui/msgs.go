@@ -240,6 +240,25 @@ func logSize(s *activity.Store) tea.Cmd {
 	}
 }
 
+// openedMsg is a suspect read whole to be shown (the list keeps rows).
+type openedMsg struct {
+	id  string
+	sus *analyze.Suspect
+	err error
+}
+
+// openSuspect reads one suspect whole: analyze.Find rebuilds it from its
+// first call's effect through an index, a few milliseconds at any size.
+func openSuspect(s *activity.Store, opts analyze.Options, id string) tea.Cmd {
+	return func() tea.Msg {
+		sus, err := analyze.Find(context.Background(), s, opts, id)
+		if err == nil {
+			termsafe.Scrub(sus)
+		}
+		return openedMsg{id: id, sus: sus, err: err}
+	}
+}
+
 type rangeMsg struct {
 	tl  *report.Timeline
 	err error

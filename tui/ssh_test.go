@@ -70,10 +70,14 @@ func TestSSHExecutionInDetail(t *testing.T) {
 	m := New(s, Options{Operator: "alice", Poll: -1})
 	run(m, m.Init())
 	m.Update(tea.WindowSizeMsg{Width: 140, Height: 40})
-	if sel := m.suspects.Selected(); sel == nil || sel.Executions[0].ID != id {
+	if sel := m.suspects.Selected(); sel == nil || sel.Tool != "run_migration" {
 		t.Fatalf("the SSH execution is not the suspect: %+v", sel)
 	}
-	press(m, "enter", "enter", "enter")
+	run(m, press(m, "enter")) // the suspect is read whole
+	if d := m.detail.Suspect(); d == nil || d.Executions[0].ID != id {
+		t.Fatalf("the detail is not the SSH execution's suspect: %+v", d)
+	}
+	press(m, "enter", "enter")
 	v := m.View()
 	for _, want := range []string{"run_migration on exec ./migrate", target, "3. Did the gateway get a response or exit code from the target? YES", "exit code 0"} {
 		if !strings.Contains(v, want) {

@@ -28,7 +28,7 @@ type index struct {
 	orders  map[int][]int32 // by sort; each holds every suspect
 }
 
-func (x *index) add(all []*analyze.Suspect) {
+func (x *index) add(all []analyze.Row) {
 	from := len(x.sev)
 	if x.counts == nil {
 		x.counts = analyze.Counts{}
@@ -44,7 +44,7 @@ func (x *index) add(all []*analyze.Suspect) {
 		x.sev = append(x.sev, s.Severity.Rank())
 		x.verdict = append(x.verdict, slices.Index(analyze.Verdicts, s.Verdict))
 		x.first = append(x.first, s.FirstAt.UnixNano())
-		x.counts.Add(s)
+		x.counts[s.Verdict]++
 	}
 	// Every order is kept, so that changing the sort is never a sort.
 	for by := range sorts {
@@ -57,7 +57,7 @@ func (x *index) add(all []*analyze.Suspect) {
 }
 
 // order is every suspect sorted by sort by; ties keep load order.
-func (x *index) order(all []*analyze.Suspect, by int) []int32 {
+func (x *index) order(all []analyze.Row, by int) []int32 {
 	if ord, ok := x.orders[by]; ok {
 		return ord
 	}
@@ -75,7 +75,7 @@ func (x *index) order(all []*analyze.Suspect, by int) []int32 {
 
 // merge adds suspects from..len(all) to an order. It always builds a new
 // slice: a filtered view may still share the old one.
-func (x *index) merge(all []*analyze.Suspect, by int, ord []int32, from int) []int32 {
+func (x *index) merge(all []analyze.Row, by int, ord []int32, from int) []int32 {
 	more := make([]int32, 0, len(all)-from)
 	for i := from; i < len(all); i++ {
 		more = append(more, int32(i))
@@ -99,7 +99,7 @@ func (x *index) merge(all []*analyze.Suspect, by int, ord []int32, from int) []i
 
 // compare returns the order of sort by; ties keep load order. The sort
 // is chosen once, outside the comparisons.
-func (x *index) compare(all []*analyze.Suspect, by int) func(a, b int32) int {
+func (x *index) compare(all []analyze.Row, by int) func(a, b int32) int {
 	var c func(a, b int32) int
 	switch sorts[by] {
 	case "severity":

@@ -25,27 +25,26 @@ var sorts = []string{"severity", "time", "tool", "verdict"}
 
 // Model is the list.
 type Model struct {
-	all      []*analyze.Suspect
-	idx      *index  // sort keys, search text, counts, sort orders
-	shown    []int32 // indexes into all, filtered and sorted; may share idx's order: never modify in place
-	shownQ   string  // the filter and
-	shownN   int     // the number of suspects and
-	sortedBy int     // the sort shown was computed from
+	all      []analyze.Row // one compact row per suspect; opening one reads it whole
+	idx      *index        // sort keys, search text, counts, sort orders
+	shown    []int32       // indexes into all, filtered and sorted; may share idx's order: never modify in place
+	shownQ   string        // the filter and
+	shownN   int           // the number of suspects and
+	sortedBy int           // the sort shown was computed from
 	cursor   int
 	offset   int
 	width    int
 	height   int
 	sortBy   int
 	filter   nav.Filter
-	opened   *analyze.Suspect   // set by enter; the app takes it after Update
+	opened   *analyze.Row       // set by enter; the app takes it after Update
 	near     []analyze.NearMiss // calls of one tool that asked for other effects
 	styles   theme.Styles
 }
 
-// TakeOpened returns the suspect the operator just opened, once. The app
-// calls it right after Update, so opening is synchronous: a key typed
-// next already reaches the detail view.
-func (m *Model) TakeOpened() *analyze.Suspect {
+// TakeOpened returns the suspect the operator just opened, once: the app
+// calls it right after Update and reads the suspect whole to show it.
+func (m *Model) TakeOpened() *analyze.Row {
 	s := m.opened
 	m.opened = nil
 	return s
@@ -65,6 +64,17 @@ func (m *Model) SetSize(w, h int) {
 
 // SetSuspects replaces the suspects, keeping the selection when it can.
 func (m *Model) SetSuspects(all []*analyze.Suspect) {
+	m.setRows(rowsOf(nil, all))
+}
+
+func rowsOf(to []analyze.Row, sus []*analyze.Suspect) []analyze.Row {
+	for _, s := range sus {
+		to = append(to, s.Row())
+	}
+	return to
+}
+
+func (m *Model) setRows(all []analyze.Row) {
 	var keep string
 	if s := m.Selected(); s != nil {
 		keep = s.ID
@@ -115,7 +125,7 @@ func (m *Model) ReplaceEffects(keys []string, fresh []*analyze.Suspect) {
 	for _, k := range keys {
 		set[k] = true
 	}
-	if !slices.ContainsFunc(m.all, func(s *analyze.Suspect) bool { return set[s.EffectKey] }) {
+	if !slices.ContainsFunc(m.all, func(s analyze.Row) bool { return set[s.EffectKey] }) {
 		var keep string
 		if s := m.Selected(); s != nil {
 			keep = s.ID
@@ -124,24 +134,24 @@ func (m *Model) ReplaceEffects(keys []string, fresh []*analyze.Suspect) {
 		m.selectID(keep)
 		return
 	}
-	all := make([]*analyze.Suspect, 0, len(m.all)+len(fresh))
+	all := make([]analyze.Row, 0, len(m.all)+len(fresh))
 	for _, s := range m.all {
 		if !set[s.EffectKey] {
 			all = append(all, s)
 		}
 	}
-	m.SetSuspects(append(all, fresh...))
+	m.setRows(rowsOf(all, fresh))
 }
 
 // Add appends suspects as they stream in.
 func (m *Model) Add(more []*analyze.Suspect) {
-	m.all = append(m.all, more...)
+	m.all = rowsOf(m.all, more)
 	m.idx.add(m.all)
 	m.apply()
 }
 
-// All is every suspect loaded, in load order.
-func (m Model) All() []*analyze.Suspect { return m.all }
+// All is every suspect's row, in load order.
+func (m Model) All() []analyze.Row { return m.all }
 
 // Captures reports whether the filter has the keyboard (q must not quit).
 func (m *Model) Captures() bool { return m.filter.Typing() }
@@ -163,12 +173,13 @@ func (m *Model) Status() string {
 // Init starts nothing: the app loads the suspects.
 func (m *Model) Init() tea.Cmd { return nil }
 
-// Selected is the suspect under the cursor, or nil.
-func (m Model) Selected() *analyze.Suspect {
+// Selected is the row under the cursor, or nil.
+func (m Model) Selected() *analyze.Row {
 	if m.cursor < 0 || m.cursor >= len(m.shown) {
 		return nil
 	}
-	return m.all[m.shown[m.cursor]]
+	r := m.all[m.shown[m.cursor]]
+	return &r
 }
 
 // Counts tallies the shown suspects and all of them.
@@ -267,7 +278,7 @@ func (m Model) View() string {
 	}
 	for i := m.offset; i < min(m.offset+rows, len(m.shown)); i++ {
 		s := m.all[m.shown[i]]
-		line := cells.Cursor(i == m.cursor) + s.Verdict.Glyph() + " " + row(cols, toolW, *s)
+		line := cells.Cursor(i == m.cursor) + s.Verdict.Glyph() + " " + row(cols, toolW, s)
 		line = cells.Clip(line, m.width)
 		if i == m.cursor {
 			b.WriteString(m.styles.Selected.Render(cells.Pad(line, m.width)) + "\n")
@@ -299,18 +310,18 @@ type column struct {
 	title string
 	w     int
 	right bool
-	cell  func(analyze.Suspect) string
+	cell  func(analyze.Row) string
 }
 
 var (
-	colVerdict  = column{"VERDICT", 26, false, func(s analyze.Suspect) string { return string(s.Verdict) }}
-	colSeverity = column{"SEVERITY", 9, false, func(s analyze.Suspect) string { return string(s.Severity) }}
-	colTool     = column{"TOOL", 0, false, func(s analyze.Suspect) string { return s.Tool }}
-	colCalls    = column{"CALLS", 5, true, func(s analyze.Suspect) string { return strconv.Itoa(len(s.Calls)) }}
-	colExecs    = column{"EXECS", 5, true, func(s analyze.Suspect) string { return strconv.Itoa(len(s.Executions)) }}
-	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Suspect) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
-	colID       = column{"SUSPECT", 30, false, func(s analyze.Suspect) string { return string(s.ID) }}
-	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Suspect) string { return report.ShortID(string(s.ID)) }}
+	colVerdict  = column{"VERDICT", 26, false, func(s analyze.Row) string { return string(s.Verdict) }}
+	colSeverity = column{"SEVERITY", 9, false, func(s analyze.Row) string { return string(s.Severity) }}
+	colTool     = column{"TOOL", 0, false, func(s analyze.Row) string { return s.Tool }}
+	colCalls    = column{"CALLS", 5, true, func(s analyze.Row) string { return strconv.Itoa(s.Calls) }}
+	colExecs    = column{"EXECS", 5, true, func(s analyze.Row) string { return strconv.Itoa(s.Executions) }}
+	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Row) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
+	colID       = column{"SUSPECT", 30, false, func(s analyze.Row) string { return string(s.ID) }}
+	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Row) string { return report.ShortID(string(s.ID)) }}
 )
 
 // layouts are tried widest first: a narrower terminal shortens the
@@ -348,7 +359,7 @@ func header(cols []column, toolW int) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-func row(cols []column, toolW int, s analyze.Suspect) string {
+func row(cols []column, toolW int, s analyze.Row) string {
 	var b strings.Builder
 	for _, c := range cols {
 		b.WriteString(cellText(c, toolW, c.cell(s)) + " ")
