@@ -35,18 +35,54 @@ func (s *Store) WriteBulk(ctx context.Context, fn func(w *Tx) error) ([]Record, 
 	return s.write(ctx, &writeReq{ctx: ctx, fn: bulk, bulk: true, done: make(chan writeResult, 1)})
 }
 
+// WriteAsync queues fn as Write does and returns at once; the channel
+// receives Write's error once the write is committed durably (or
+// refused). Writes are committed in the order they were queued, so a
+// Write queued after this one returns only once this one is durable too.
+// The gateway records an outcome this way: its answer need not wait for
+// the fsync, and a crash before it leaves the execution dispatched, which
+// recovery turns into unknown.
+func (s *Store) WriteAsync(ctx context.Context, fn func(w *Tx) error) <-chan error {
+	out := make(chan error, 1)
+	// Once queued it is committed whatever becomes of ctx (an HTTP
+	// request ends as soon as its answer is written).
+	req := &writeReq{ctx: context.WithoutCancel(ctx), fn: fn, done: make(chan writeResult, 1)}
+	if err := s.enqueue(ctx, req); err != nil {
+		out <- err
+		return out
+	}
+	go func() {
+		_, err := s.finish(req.ctx, req)
+		out <- err
+	}()
+	return out
+}
+
 func (s *Store) write(ctx context.Context, req *writeReq) ([]Record, error) {
+	if err := s.enqueue(ctx, req); err != nil {
+		return nil, err
+	}
+	return s.finish(ctx, req)
+}
+
+// enqueue hands a write to the committer.
+func (s *Store) enqueue(ctx context.Context, req *writeReq) error {
 	if s.opts.ReadOnly {
-		return nil, ErrReadOnly
+		return ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case s.writes <- req:
+		return nil
 	case <-s.closing:
-		return nil, ErrClosed
+		return ErrClosed
 	}
+}
+
+// finish waits for a queued write's commit, then seals if one is due.
+func (s *Store) finish(ctx context.Context, req *writeReq) ([]Record, error) {
 	res := <-req.done
 	if res.err != nil {
 		return nil, res.err

@@ -253,11 +253,16 @@ func (w *Tx) insertTransition(seq int64, t Transition) error {
 	return w.insert(&w.transitionRows, transitionInsert, args(transitionRow, t, seq)...)
 }
 
+// ResultRef is the reference PutResult stores content under.
+func ResultRef(content []byte) string {
+	sum := sha256.Sum256(content)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // PutResult stores a target's result content and returns its reference, so
 // a retry can be answered without touching the target again.
 func (w *Tx) PutResult(content []byte) (string, error) {
-	sum := sha256.Sum256(content)
-	ref := "sha256:" + hex.EncodeToString(sum[:])
+	ref := ResultRef(content)
 	err := w.exec(`INSERT OR IGNORE INTO results(ref, content, created_at) VALUES (?,?,?)`, ref, content, FormatTime(w.now))
 	return ref, err
 }

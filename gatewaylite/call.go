@@ -318,8 +318,18 @@ func (g *Gateway) proceed(ctx context.Context, spec *toolSpec, exec activity.Exe
 // once before answering.
 func (g *Gateway) execute(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
 	done := g.inflight.begin(exec.ID)
-	defer done()
 	out := spec.dispatch(ctx, exec.ID, send)
+	if out.State != activity.StateUnknown {
+		// The one durable write on the path was "dispatched": the outcome
+		// is committed behind the answer (group-committed with others'),
+		// and a retry waiting on this execution reads it once it is.
+		if next, ok := g.recordOutcomeAsync(ctx, exec, out, done); ok {
+			g.results.put(next.ResultRef, out.Result)
+			return next
+		}
+	}
+	defer done()
+	// Unknown: recorded before anything is resent or looked up.
 	exec = g.recordOutcome(ctx, exec, out, "")
 	g.results.put(exec.ResultRef, out.Result)
 	if exec.State != activity.StateUnknown {
@@ -405,6 +415,48 @@ func (g *Gateway) block(ctx context.Context, exec activity.Execution) activity.E
 		return exec
 	}
 	return next
+}
+
+// recordOutcomeAsync queues the outcome's record and returns the execution
+// as it will stand, without waiting for the fsync; then runs once the
+// record is durable (or refused). A crash before that leaves the
+// execution dispatched, which recovery turns into unknown: never a second
+// dispatch. ok is false when the state machine refuses the outcome here
+// (then nothing was queued, and the caller records it in the usual way).
+func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Execution, out Outcome, then func()) (activity.Execution, bool) {
+	t := activity.Transition{ExecutionID: exec.ID, From: exec.State, To: out.State, TargetStatus: out.Status,
+		ExitCode: out.ExitCode, Reason: out.Reason}
+	if len(out.Result) > 0 {
+		t.ResultRef = activity.ResultRef(out.Result)
+	}
+	next := exec
+	local := t
+	local.At = activity.Some(time.Now().UTC()) // the record gets the commit's clock
+	if err := next.Apply(local); err != nil {
+		return exec, false
+	}
+	g.outcomes.Add(1)
+	durable := g.store.WriteAsync(ctx, func(w *activity.Tx) error {
+		if len(out.Result) > 0 {
+			if _, err := w.PutResult(out.Result); err != nil {
+				return err
+			}
+		}
+		_, err := w.Transition(t)
+		return err
+	})
+	go func() {
+		defer g.outcomes.Done()
+		defer then()
+		if err := <-durable; err != nil {
+			// The store keeps it dispatched, which recovery treats as
+			// unknown; the agent already has the answer.
+			g.log.Error("record outcome", "execution", exec.ID, "error", err)
+			return
+		}
+		g.logTransition(next, out.Reason)
+	}()
+	return next, true
 }
 
 // recordOutcome stores the result and records the observed state.

@@ -188,3 +188,73 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestGatewayKilledAfterAnswering: the outcome is recorded behind the
+// answer, so a gateway killed the moment an agent has its answer may not
+// have made the outcome durable. Whichever it was, after a restart the
+// execution is either as the agent was told or unknown (recovered per
+// contract), a retry never makes the target act again, and the target
+// acted once per call. It kills right after each answer, many times, and
+// reports how often the outcome was not yet on disk.
+func TestGatewayKilledAfterAnswering(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "gw.db"), filepath.Join(dir, "keys")
+	config := testConfig(target.URL, target.URL, "")
+	addr := freeAddr(t)
+	endpoint := "http://" + addr + "/mcp"
+	gw := startGatewayProcess(t, config, db, keys, addr)
+	notYet := 0
+	const rounds = 12
+	for i := range rounds {
+		tool, args := "deploy_release", map[string]any{"service": "billing", "version": fmt.Sprint(100 + i)}
+		if i%2 == 1 {
+			tool, args = "charge_card", map[string]any{"amount_cents": 100 + i, "card_token": secretValue}
+		}
+		before := target.Total()
+		cs, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := mustCall(t, cs, tool, args, nil)
+		gw.kill() // at once: the outcome may still be in the committer's queue
+		told := execMeta(t, res)["state"]
+		cs.Close()
+
+		gw = startGatewayProcess(t, config, db, keys, addr)
+		store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
+		store.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case string(e.State) == told || e.State == activity.StateDelivered || e.State == activity.StateDeliveryFailed || e.State == activity.StateNotDelivered:
+			// the outcome was durable (its delivery, recovered, may not be)
+		case e.State == activity.StateUnknown || e.State == activity.StatePendingVerification:
+			notYet++
+		default:
+			t.Fatalf("round %d (%s): the agent was told %v, the restarted store says %s", i, tool, told, e.State)
+		}
+		cs2, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := mustCall(t, cs2, tool, args, nil)
+		cs2.Close()
+		if m := execMeta(t, again); m["id"] != execMeta(t, res)["id"] {
+			t.Fatalf("round %d (%s): the retry made execution %v, not %v", i, tool, m["id"], execMeta(t, res)["id"])
+		}
+		if got := target.Total() - before; got != 1 {
+			t.Fatalf("round %d (%s): the target acted %d times", i, tool, got)
+		}
+	}
+	t.Logf("killed right after %d answers: the outcome was not yet durable %d times (recovered as unknown), every retry attached, the target acted once each",
+		rounds, notYet)
+}

@@ -38,6 +38,9 @@ type Options struct {
 
 // Gateway is the MCP front, the dispatchers and the lifecycle recorder.
 type Gateway struct {
+	// outcomes counts outcome records queued behind answers and not yet
+	// durable (recordOutcomeAsync).
+	outcomes sync.WaitGroup
 	cfg      *Config
 	store    *activity.Store
 	fp       *Fingerprinter
@@ -185,6 +188,11 @@ func (g *Gateway) addTool(spec *toolSpec, t *mcp.Tool) {
 
 // Close stops background work and upstream connections. The store stays
 // open: its owner closes it.
+// Settle waits until every outcome recorded behind an answer is durable,
+// so a reader of the store sees what the agents were told. The gateway
+// itself never needs it (a retry waits on the execution in flight).
+func (g *Gateway) Settle() { g.outcomes.Wait() }
+
 func (g *Gateway) Close() error {
 	select {
 	case <-g.stop:
@@ -192,6 +200,7 @@ func (g *Gateway) Close() error {
 	default:
 		close(g.stop)
 	}
+	g.Settle()
 	if g.delivery != nil {
 		g.delivery.stop()
 	}

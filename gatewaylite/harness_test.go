@@ -220,6 +220,7 @@ func resultText(res *mcp.CallToolResult) string {
 // executions lists the live executions of a tool.
 func (h *harness) executions(tool string) []activity.Execution {
 	h.t.Helper()
+	h.gw.Settle()
 	es, err := h.store.Executions(context.Background(), activity.ExecutionFilter{Tool: tool})
 	if err != nil {
 		h.t.Fatal(err)
@@ -251,6 +252,7 @@ func (h *harness) waitState(id activity.ExecutionID, states ...activity.State) a
 
 func (h *harness) path(id activity.ExecutionID) string {
 	h.t.Helper()
+	h.gw.Settle()
 	trs, err := h.store.Transitions(context.Background(), id)
 	if err != nil {
 		h.t.Fatal(err)

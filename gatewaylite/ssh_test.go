@@ -145,6 +145,7 @@ func TestSSHRunsCommandOnce(t *testing.T) {
 		t.Fatal("an argument ran as code")
 	}
 	m := execMeta(t, res)
+	h.gw.Settle()
 	e, err := h.store.Execution(ctx, activity.ExecutionID(m["id"].(string)))
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +162,7 @@ func TestSSHExitCodeAndUnmarked(t *testing.T) {
 	h := newSSHHarness(t, "")
 	cs := h.connect("2025-06-18", false)
 	res := mustCall(t, cs, "append_unmarked", map[string]any{"line": "x", "code": "3"}, nil)
+	h.gw.Settle()
 	e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
 	if !res.IsError || e.ExitCode != activity.Some(3) || e.Outcome != activity.OutcomeFailure {
 		t.Fatalf("exit 3: %+v", e)
@@ -177,6 +179,7 @@ func TestSSHChangedHostKeyRefused(t *testing.T) {
 	h := newSSHHarness(t, other.HostKeyLine)
 	cs := h.connect("2025-06-18", false)
 	res := mustCall(t, cs, "append_line", map[string]any{"line": "x", "pause": "0"}, nil)
+	h.gw.Settle()
 	e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
 	if e.State != activity.StateFailedBefore && e.State != activity.StateDelivered || !strings.Contains(e.Error, "not the pinned") || h.lines() != nil {
 		t.Fatalf("changed key: state %s error %q lines %q", e.State, e.Error, h.lines())
@@ -195,6 +198,7 @@ func TestSSHDropAfterStart(t *testing.T) {
 	first := mustCall(t, cs, "append_line", args, nil)
 	m := execMeta(t, first)
 	id := activity.ExecutionID(m["id"].(string))
+	h.gw.Settle()
 	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateUnknown {
 		t.Fatalf("after the cut: %s (%s)", e.State, e.Error)
 	}
@@ -207,10 +211,12 @@ func TestSSHDropAfterStart(t *testing.T) {
 			t.Fatalf("the retry made a new execution: %+v", execMeta(t, res))
 		}
 		sawRunning = sawRunning || strings.Contains(resultText(res), "in progress: still running on the host (pid ")
+		h.gw.Settle()
 		if e, _ := h.store.Execution(ctx, id); e.Outcome == activity.OutcomeSuccess {
 			break
 		}
 		if time.Now().After(deadline) {
+			h.gw.Settle()
 			e, _ := h.store.Execution(ctx, id)
 			t.Fatalf("never recovered: %+v", e)
 		}
@@ -219,6 +225,7 @@ func TestSSHDropAfterStart(t *testing.T) {
 	if !sawRunning {
 		t.Error("no retry while the command ran was told it is in progress on the host")
 	}
+	h.gw.Settle()
 	e, _ := h.store.Execution(ctx, id)
 	if e.ExitCode != activity.Some(0) || !strings.Contains(resultText(res), "appended") {
 		t.Fatalf("recovered: %+v %s", e, resultText(res))
@@ -351,6 +358,7 @@ func TestSSHDropBeforeCommandStarted(t *testing.T) {
 			proxy.CutNext(700 * time.Millisecond)
 			res := mustCall(t, cs, "append_line", map[string]any{"line": "restart web-7", "pause": "0"}, nil)
 			id := activity.ExecutionID(execMeta(t, res)["id"].(string))
+			h.gw.Settle()
 			e, _ := h.store.Execution(ctx, id)
 			if e.Outcome != activity.OutcomeSuccess || e.ExitCode != activity.Some(0) || !strings.Contains(resultText(res), "appended") {
 				t.Fatalf("after the resend: %+v %s", e, resultText(res))
@@ -397,6 +405,7 @@ func TestSSHPinnedByFingerprint(t *testing.T) {
 		extra, effect := sshTools(t, sshd, proxy.Port(), c.pin)
 		h := &sshHarness{harness: newHarness(t, extra), sshd: sshd, proxy: proxy, effect: effect}
 		res := mustCall(t, h.connect("2025-06-18", false), "append_line", map[string]any{"line": "x", "pause": "0"}, nil)
+		h.gw.Settle()
 		e, _ := h.store.Execution(ctx, activity.ExecutionID(execMeta(t, res)["id"].(string)))
 		if ran := len(h.lines()) == 1; ran != c.runs || c.runs != (e.Outcome == activity.OutcomeSuccess) || !strings.Contains(e.Target, c.pin) {
 			t.Fatalf("pin %s: ran %v, execution %+v", c.pin, ran, e)
@@ -418,6 +427,7 @@ func TestSSHTimeoutThenMarker(t *testing.T) {
 	args := map[string]any{"line": "long job", "pause": "2"}
 	first := mustCall(t, cs, "append_line", args, nil)
 	id := activity.ExecutionID(execMeta(t, first)["id"].(string))
+	h.gw.Settle()
 	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateUnknown || !strings.Contains(resultText(first), "in progress") {
 		t.Fatalf("after the timeout: %s %q", e.State, resultText(first))
 	}
@@ -446,6 +456,7 @@ func TestSSHUnmarkedDropNeedsVerification(t *testing.T) {
 	h.proxy.CutNext(800 * time.Millisecond)
 	first := mustCall(t, cs, "append_unmarked", args, nil)
 	id := activity.ExecutionID(execMeta(t, first)["id"].(string))
+	h.gw.Settle()
 	if e, _ := h.store.Execution(ctx, id); e.State != activity.StatePendingVerification || e.Contract != activity.ContractBlockedAfterUnknown {
 		t.Fatalf("after the cut: %s %s", e.State, e.Contract)
 	}
