@@ -20,9 +20,12 @@ type Integrity struct {
 	Tables   bool  `json:"tables_checked"`
 	// TablesThrough is how many records the table check covered when it
 	// is behind the log (a live console checks the tables less often).
-	TablesThrough int64  `json:"tables_verified_through,omitempty"`
-	Problems      int    `json:"problems"`
-	Text          string `json:"text"`
+	TablesThrough int64 `json:"tables_verified_through,omitempty"`
+	// Proven is set when only the records an output rests on were proven
+	// (RecordsProven), not the whole log.
+	Proven   int    `json:"records_proven,omitempty"`
+	Problems int    `json:"problems"`
+	Text     string `json:"text"`
 }
 
 // Integrity states.
@@ -38,6 +41,8 @@ const (
 	PhraseUnsealedTail = "unsealed tail"
 	PhraseNoTables     = "tables not checked"
 	PhraseTablesAt     = "tables at record"
+	// PhraseRestNotChecked: only some records were proven (RecordsProven).
+	PhraseRestNotChecked = "the rest of the log not checked"
 )
 
 // Integrity summarises the report.
@@ -70,6 +75,24 @@ func (r *Report) Integrity() Integrity {
 	if len(caveats) > 0 {
 		in.Text += " (" + strings.Join(caveats, ", ") + ")"
 	}
+	return in
+}
+
+// RecordsProven is the integrity of an output checked record by record:
+// the records it rests on were proven part of the signed log and its rows
+// compared with them (analyze.Prove), problems naming those that were not.
+// It says so, and that the rest of the log was not read: a row deleted
+// elsewhere is not seen.
+func RecordsProven(records int, problems []string) Integrity {
+	in := Integrity{Proven: records, Problems: len(problems)}
+	if len(problems) > 0 {
+		in.State = IntegrityTampered
+		in.Text = fmt.Sprintf("TAMPERED: %d of the records this rests on are not proven or differ from its rows (first: %s); run mcpdup audit verify", len(problems), problems[0])
+		return in
+	}
+	in.State = IntegrityVerified
+	in.Text = fmt.Sprintf("verified: the %d records this rests on are in the signed log and its rows match them (%s); %s (mcpdup audit verify)",
+		records, PhraseKeyNotPinned, PhraseRestNotChecked)
 	return in
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/internal/termsafe"
 )
 
@@ -224,6 +225,28 @@ func (c *KeyCmd) Run(g *Globals) error {
 // the tables: they state what a verification proved about them.
 type verifyFirst struct {
 	NoVerify bool `help:"Skip verifying the log and tables first; the output then says the integrity was not checked."`
+}
+
+// proveRecords is the flag of the commands that show one suspect: prove
+// only what they show, instead of the whole log.
+type proveRecords struct {
+	VerifyRecords bool `help:"Prove only the log records this suspect rests on (a few dozen Merkle proofs, at any log size) instead of verifying the whole log and tables; it cannot see a row deleted elsewhere."`
+}
+
+// integrityOf states the integrity of what shows sus: its records proven
+// one by one with --verify-records, else as v.integrity does.
+func (p proveRecords) integrityOf(ctx context.Context, s *activity.Store, v verifyFirst, sus *analyze.Suspect) (audit.Integrity, error) {
+	if !p.VerifyRecords || v.NoVerify || sus == nil {
+		return v.integrity(ctx, s)
+	}
+	if _, err := s.PublicKey(); err != nil {
+		return audit.NotChecked("no key on this host to check the log's signatures"), nil
+	}
+	proof, err := analyze.Prove(ctx, s, sus)
+	if err != nil {
+		return audit.Integrity{}, fmt.Errorf("prove %s: %w", sus.ID, err)
+	}
+	return audit.RecordsProven(proof.Records, proof.Problems), nil
 }
 
 // integrity verifies s, log and tables, with this host's key (so "key not

@@ -703,3 +703,75 @@ func TestApprovalsInReportsAndReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyRecordsProvesWhatIsShown: report and replay --verify-records
+// prove only the records a suspect rests on: verified on an untouched
+// database, TAMPERED (exit 1) when a row of one of its executions was
+// edited, and blind to a row that is not the suspect's (audit verify's).
+func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
+	_, db := demoDB(t)
+	code, out, _ := mcpdup(t, "analyze", "-o", "json", "--no-verify")
+	var res struct {
+		Suspects []struct {
+			ID         string `json:"id"`
+			Executions []struct {
+				ID string `json:"id"`
+			} `json:"executions"`
+		} `json:"suspects"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 {
+		t.Fatalf("analyze: exit %d", code)
+	}
+	sus := res.Suspects[0]
+	for _, cmd := range [][]string{{"report", "--verify-records", sus.ID}, {"replay", "--verify-records", sus.ID}} {
+		code, out, _ := mcpdup(t, cmd...)
+		if code != 0 || !strings.Contains(out, "records this rests on are in the signed log and its rows match them") {
+			t.Fatalf("%v on an untouched database: exit %d\n%s", cmd, code, out)
+		}
+	}
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// An execution no suspect shows: --verify-records does not look.
+	shown := map[string]bool{}
+	for _, s := range res.Suspects {
+		for _, e := range s.Executions {
+			shown[e.ID] = true
+		}
+	}
+	var other string
+	rows, _ := raw.Query(`SELECT id FROM executions`)
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		if !shown[id] && other == "" {
+			other = id
+		}
+	}
+	rows.Close()
+	if other != "" {
+		raw.Exec(`DROP TRIGGER IF EXISTS transitions_no_update`)
+		if _, err := raw.Exec(`UPDATE executions SET tool = 'forged' WHERE id = ?`, other); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, _ := mcpdup(t, "report", "--verify-records", sus.ID); code != 0 {
+			t.Fatalf("a row no suspect shows changed the proof of this one: exit %d\n%s", code, out)
+		}
+	}
+	// A transition of one of its executions, rewritten.
+	if _, err := raw.Exec(`DROP TRIGGER IF EXISTS transitions_no_update`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := raw.Exec(`UPDATE transitions SET target_status = 599 WHERE execution_id = ? AND target_status IS NOT NULL`, sus.Executions[0].ID)
+	if n, _ := r.RowsAffected(); err != nil || n == 0 {
+		t.Fatalf("no transition with a status to forge: %v", err)
+	}
+	for _, cmd := range [][]string{{"report", "--verify-records", sus.ID}, {"replay", "--verify-records", sus.ID}} {
+		code, out, _ := mcpdup(t, cmd...)
+		if code != 1 || !strings.Contains(out, "TAMPERED") || !strings.Contains(out, "differs from its record") {
+			t.Fatalf("%v over a forged transition: exit %d\n%s", cmd, code, out)
+		}
+	}
+}

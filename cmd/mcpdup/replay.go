@@ -22,6 +22,7 @@ type ReplayCmd struct {
 	Window  time.Duration `help:"Grouping window, as for mcpdup analyze."`
 	Output  string        `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
 	verifyFirst
+	proveRecords
 }
 
 func (c *ReplayCmd) Help() string {
@@ -58,8 +59,9 @@ func (c *ReplayCmd) Run(g *Globals) error {
 	defer s.Close()
 	var tl *report.Timeline
 	var whatIf []analyze.WhatIfCall
+	var sus *analyze.Suspect
 	if c.Suspect != "" {
-		sus, err := analyze.Find(ctx, s, analyze.Options{Window: c.Window}, c.Suspect)
+		sus, err = analyze.Find(ctx, s, analyze.Options{Window: c.Window}, c.Suspect)
 		if err != nil {
 			return err
 		}
@@ -76,7 +78,7 @@ func (c *ReplayCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	in, err := c.integrity(ctx, s)
+	in, err := c.integrityOf(ctx, s, c.verifyFirst, sus)
 	if err != nil {
 		return err
 	}
@@ -102,6 +104,7 @@ type ReportCmd struct {
 	WhatIf string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
 	Window time.Duration `help:"Grouping window, as for mcpdup analyze."`
 	verifyFirst
+	proveRecords
 }
 
 func (c *ReportCmd) Help() string {
@@ -141,7 +144,7 @@ func (c *ReportCmd) Run(g *Globals) error {
 	// (an OSC sequence, a BiDi override) is escaped there too.
 	safe := termsafe.NewWriter(out)
 	out = safe
-	in, err := c.integrity(ctx, s)
+	in, err := c.integrityOf(ctx, s, c.verifyFirst, sus)
 	if err != nil {
 		return err
 	}
