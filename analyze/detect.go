@@ -63,16 +63,40 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 	near := newNearMisses()
 	var queue []*group // open groups in order of their first call
 	var n int64
+	// Closed groups of two or more calls are analysed in batches (their
+	// records read together), in the order they closed. The first batch
+	// is small, so the first suspects come out at once.
+	var batch []*group
+	batchSize := 16
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		recs, err := loadGroupRecords(ctx, s, batch)
+		if err != nil {
+			return err
+		}
+		for _, g := range batch {
+			sus, err := analyseLoaded(ctx, s, g, names, recs)
+			if err != nil {
+				return fmt.Errorf("suspect %s: %w", g.key, err)
+			}
+			if err := fn(sus); err != nil {
+				return err
+			}
+		}
+		batch, batchSize = batch[:0], 256
+		return nil
+	}
 	emit := func(g *group) error {
 		g.closed = true
 		if len(g.calls) < 2 {
 			return nil
 		}
-		sus, err := analyseGroup(ctx, s, g, names)
-		if err != nil {
-			return fmt.Errorf("suspect %s: %w", g.key, err)
+		if batch = append(batch, g); len(batch) >= batchSize {
+			return flush()
 		}
-		return fn(sus)
+		return nil
 	}
 	// expire closes, oldest first, the groups whose window ended before
 	// now, so suspects come out in time order and memory holds only the
@@ -127,6 +151,9 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		return err
 	}
 	if err := expire(time.Time{}, true); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
 		return err
 	}
 	if opts.NearMisses != nil {

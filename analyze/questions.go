@@ -3,6 +3,7 @@ package analyze
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -100,8 +101,64 @@ var Questions = [5]string{
 	"Did the second call reuse the first execution (its id or its idempotency key)?",
 }
 
+// groupRecords is what analysing groups reads of their executions,
+// loaded for a batch of groups at once: three queries for many groups,
+// where one group at a time made three each (they were most of an
+// analysis's time).
+type groupRecords struct {
+	execs     map[activity.ExecutionID]activity.Execution
+	trs       map[activity.ExecutionID][]activity.Transition
+	approvals map[activity.ExecutionID][]activity.Approval
+}
+
+// maxBatchIDs bounds the ids one query binds.
+const maxBatchIDs = 900
+
+// loadGroupRecords reads the executions of every group in gs.
+func loadGroupRecords(ctx context.Context, s *activity.Store, gs []*group) (*groupRecords, error) {
+	r := &groupRecords{execs: map[activity.ExecutionID]activity.Execution{}, trs: map[activity.ExecutionID][]activity.Transition{},
+		approvals: map[activity.ExecutionID][]activity.Approval{}}
+	seen := map[activity.ExecutionID]bool{}
+	var ids []activity.ExecutionID
+	for _, g := range gs {
+		for _, c := range g.calls {
+			if !seen[c.ExecutionID] {
+				seen[c.ExecutionID] = true
+				ids = append(ids, c.ExecutionID)
+			}
+		}
+	}
+	for chunk := range slices.Chunk(ids, maxBatchIDs) {
+		execs, err := s.ExecutionsByID(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		trs, err := s.TransitionsOf(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		approvals, err := s.ApprovalsOf(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(r.execs, execs)
+		maps.Copy(r.trs, trs)
+		maps.Copy(r.approvals, approvals)
+	}
+	return r, nil
+}
+
 // analyseGroup loads what a group's records show and walks the questions.
 func analyseGroup(ctx context.Context, s *activity.Store, g *group, names sourceNames) (*Suspect, error) {
+	recs, err := loadGroupRecords(ctx, s, []*group{g})
+	if err != nil {
+		return nil, err
+	}
+	return analyseLoaded(ctx, s, g, names, recs)
+}
+
+// analyseLoaded walks the questions over a group whose records are loaded.
+func analyseLoaded(ctx context.Context, s *activity.Store, g *group, names sourceNames, recs *groupRecords) (*Suspect, error) {
 	sus := &Suspect{
 		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key, Window: g.window.String(),
 		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
@@ -112,25 +169,13 @@ func analyseGroup(ctx context.Context, s *activity.Store, g *group, names source
 			ids = append(ids, c.ExecutionID)
 		}
 	}
-	execs, err := s.ExecutionsByID(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	trs, err := s.TransitionsOf(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	approvals, err := s.ApprovalsOf(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
 	for _, id := range ids {
-		e, ok := execs[id]
+		e, ok := recs.execs[id]
 		if !ok {
 			return nil, fmt.Errorf("execution %s: %w", id, activity.ErrNotFound)
 		}
-		es := summarise(e, trs[id])
-		es.Source, es.Approvals = names.text(e.Source), approvals[id]
+		es := summarise(e, recs.trs[id])
+		es.Source, es.Approvals = names.text(e.Source), recs.approvals[id]
 		sus.Executions = append(sus.Executions, es)
 	}
 	first := sus.Executions[0].exec
