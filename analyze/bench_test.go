@@ -1,6 +1,7 @@
 package analyze_test
 
 import (
+	"flag"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -17,8 +18,13 @@ import (
 // held.
 //
 //	go test ./analyze -run '^$' -bench Analyze -benchtime 3x
+//
+// -analyze.records 6000000 runs it on a store of about a million calls
+// (built once: about ten minutes, 5 GB).
+var benchRecords = flag.Int("analyze.records", 1_000_000, "records in BenchmarkAnalyze's store")
+
 func BenchmarkAnalyze(b *testing.B) {
-	path, keys := activitytest.MillionMixed(b)
+	path, keys := activitytest.Mixed(b, *benchRecords)
 	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
 	if err != nil {
 		b.Fatal(err)
