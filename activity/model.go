@@ -411,6 +411,12 @@ type Source struct {
 	// unsigned, whatever it is (a call, an execution, a transition). 0:
 	// none.
 	UnsignedFrom int64 `json:"unsigned_from_line,omitempty"`
+	// Origin is the log an mcpdup export came from, and Head where the
+	// import ended in it ("<seq>:<record hash>"): a longer export of the
+	// same log is imported from there on, its first records recognised as
+	// these.
+	Origin string `json:"origin,omitempty"`
+	Head   string `json:"head,omitempty"`
 }
 
 // Unsigned reports whether a row with this provenance came from a record

@@ -271,6 +271,14 @@ CREATE INDEX executions_by_effect ON executions(effect_key, seq);
 	`
 CREATE INDEX executions_seq ON executions(seq);
 `,
+	// 12: where an import of an mcpdup export ended in its log
+	// (Source.Origin, Source.Head), so a longer export of the same log
+	// continues it instead of failing on ids it already holds.
+	`
+ALTER TABLE sources ADD COLUMN origin TEXT;
+ALTER TABLE sources ADD COLUMN head TEXT;
+CREATE INDEX sources_origin ON sources(origin, seq) WHERE origin IS NOT NULL;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -756,7 +756,8 @@ func TestMigrationFromVersion1(t *testing.T) {
 	}
 	undo := []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)", "DROP INDEX audit_log_vault",
 		"DROP INDEX sources_content", "ALTER TABLE sources DROP COLUMN content_sha256", "DROP INDEX approvals_execution",
-		"DROP INDEX calls_source_record", "ALTER TABLE sources DROP COLUMN unsigned_from", "DROP INDEX executions_by_effect", "DROP INDEX executions_seq"}
+		"DROP INDEX calls_source_record", "ALTER TABLE sources DROP COLUMN unsigned_from", "DROP INDEX executions_by_effect", "DROP INDEX executions_seq",
+		"DROP INDEX sources_origin", "ALTER TABLE sources DROP COLUMN origin", "ALTER TABLE sources DROP COLUMN head"}
 	for table, cols := range map[string][]string{ // migrations 3 and 4's columns
 		"executions": {"created", "replayed", "source_record"}, "calls": {"source_record"}, "runs": {"source_record"},
 		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows"},

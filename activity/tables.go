@@ -25,7 +25,8 @@ type table struct {
 
 var (
 	sourcesTable = &table{name: "sources", key: 0, seqCol: 8,
-		cols: []string{"id", "format", "file", "sha256", "imported_at", "records", "skipped", "note", "seq", "content_sha256", "unsigned_from"}}
+		cols: []string{"id", "format", "file", "sha256", "imported_at", "records", "skipped", "note", "seq", "content_sha256", "unsigned_from",
+			"origin", "head"}}
 	runsTable = &table{name: "runs", key: 0, seqCol: 9, mutable: []string{"ended_at"},
 		cols: []string{"id", "actor", "identified_by", "evidence", "started_at", "ended_at", "detail", "source_id", "source_line", "seq", "source_record"}}
 	grantsTable = &table{name: "grants", key: 0, seqCol: 0,
@@ -151,6 +152,8 @@ func sourceRow(b rowBuilder, src Source, seq int64) {
 	b.int(seq)
 	b.strOrNull(src.Content)
 	b.intOrNull(src.UnsignedFrom)
+	b.strOrNull(src.Origin)
+	b.strOrNull(src.Head)
 }
 
 func runRow(b rowBuilder, run Run, seq int64) {

@@ -125,3 +125,14 @@ func (w *Tx) ImportedFormat(format string) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// ImportedHead is where the newest import of an mcpdup export of this
+// origin ended in that log (Source.Head, "<seq>:<record hash>"), or "".
+func (w *Tx) ImportedHead(origin string) (SourceID, string, error) {
+	var id, head string
+	err := w.queryRow(`SELECT id, head FROM sources WHERE origin = ? AND head IS NOT NULL ORDER BY seq DESC LIMIT 1`, origin).Scan(&id, &head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", nil
+	}
+	return SourceID(id), head, err
+}

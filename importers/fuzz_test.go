@@ -142,7 +142,8 @@ func (m *memRecorder) Appended() int64                        { return m.appende
 func (m *memRecorder) KnownCall(string, activity.Call, []string) (activity.SourceID, error) {
 	return "", nil
 }
-func (m *memRecorder) ImportedFormat(string) (bool, error) { return false, nil }
+func (m *memRecorder) ImportedFormat(string) (bool, error)                    { return false, nil }
+func (m *memRecorder) ImportedHead(string) (activity.SourceID, string, error) { return "", "", nil }
 
 // TestMemRecorderDecodesLikeTheStore: the fuzzers' recorder reads the
 // fixtures to the same counts as the real store, so what is fuzzed is

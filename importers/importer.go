@@ -253,11 +253,12 @@ func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, s
 		rep.Note += " " + k.extra
 	}
 	if rep.Repeated > 0 {
-		rep.Note += fmt.Sprintf(" %d records repeat ones already held (same ids and facts): not imported again.", rep.Repeated)
+		rep.Note += fmt.Sprintf(" %d records are ones already held (recognised by their ids): not imported again.", rep.Repeated)
 	}
 	rep.Read = k.seen
 	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
-		Records: rep.Read - rep.Skipped - rep.Repeated, Skipped: rep.Skipped, Note: rep.Note, UnsignedFrom: k.unsignedFrom})
+		Records: rep.Read - rep.Skipped - rep.Repeated, Skipped: rep.Skipped, Note: rep.Note, UnsignedFrom: k.unsignedFrom,
+		Origin: k.origin, Head: k.head})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
@@ -25,6 +27,11 @@ type ownExport struct {
 	// covers; with AllowUnsealed the records after it are marked
 	// unsigned. -1: not known yet (the import runs beside verification).
 	signed int64
+	// heldSeq is the last record of this log an earlier import holds
+	// (heldHash its hash, heldFrom that import); -1: none.
+	heldSeq  int64
+	heldHash string
+	heldFrom activity.SourceID
 }
 
 func (d *ownExport) note() string {
@@ -65,7 +72,11 @@ func (d *ownExport) decode(ctx context.Context, in *lines, k *sink) error {
 }
 
 func (d *ownExport) importRecords(ctx context.Context, in *lines, k *sink) error {
-	if _, _, err := readHeader(in, k); err != nil {
+	hdr, _, err := readHeader(in, k)
+	if err != nil {
+		return err
+	}
+	if err := d.continueFrom(k, hdr.Origin); err != nil {
 		return err
 	}
 	return decodeAhead(ctx, in, k, 256, func(line []byte) (parsed, error) {
@@ -84,12 +95,47 @@ func (d *ownExport) importRecords(ctx context.Context, in *lines, k *sink) error
 			return nil
 		}
 		p.line = n
+		if p.err == nil {
+			k.head = fmt.Sprintf("%d:%s", p.rec.Seq, p.rec.Hash)
+			if p.rec.Seq <= d.heldSeq {
+				// An earlier import of this log holds it.
+				if p.rec.Seq == d.heldSeq && p.rec.Hash.String() != d.heldHash {
+					return fmt.Errorf("import %s line %d: record %d is not the one %s imported from %s: the log was rewritten or forked since; not imported",
+						k.file, n, p.rec.Seq, d.heldFrom, hdr.Origin)
+				}
+				k.count()
+				k.repeated(1)
+				return nil
+			}
+		}
 		if err := d.apply(k, p); err != nil {
 			return err
 		}
 		k.count()
 		return nil
 	})
+}
+
+// continueFrom finds where an earlier import of this log ended: a longer
+// export of the same log (the gateway exported again an hour later) holds
+// those records again. The chain makes the record at that point stand for
+// every one before it: if it is the same, so are they, and they are
+// recognised and passed over; if not, the log was rewritten.
+func (d *ownExport) continueFrom(k *sink, origin string) error {
+	d.heldSeq = -1
+	k.origin = origin
+	from, head, err := k.w.ImportedHead(origin)
+	if err != nil || head == "" {
+		return err
+	}
+	seq, hash, ok := strings.Cut(head, ":")
+	n, perr := strconv.ParseInt(seq, 10, 64)
+	if !ok || perr != nil {
+		return fmt.Errorf("import %s: the earlier import %s of %s has a malformed head %q", k.file, from, origin, head)
+	}
+	d.heldSeq, d.heldHash, d.heldFrom = n, hash, from
+	k.rep.RepeatedFrom = appendOnce(k.rep.RepeatedFrom, from)
+	return nil
 }
 
 // parsed is one export line, decoded ahead of the writer.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -427,5 +428,67 @@ func TestUnsignedStepOfASignedExecution(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no suspect holds the resolved execution")
+	}
+}
+
+// TestLongerExportContinuesTheImport: a gateway exported again later
+// holds the records an earlier import of its log took: they are
+// recognised by their seq and the chain (the record where that import
+// ended stands for every one before it) and passed over, the rest is
+// imported, and the verdicts are those of one import of the longer
+// export. A log that differs at that record is refused.
+func TestLongerExportContinuesTheImport(t *testing.T) {
+	orig := newStore(t)
+	if _, err := activitytest.Incident(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	first := export(t, orig, "first.jsonl")
+	if err := activitytest.FillMixed(ctx, orig, 120, 40, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orig.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	longer := export(t, orig, "longer.jsonl")
+	key := pinned(t, orig)
+
+	dst := newStore(t)
+	a, err := Import(ctx, dst, first, Options{ExportKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Import(ctx, dst, longer, Options{ExportKey: key})
+	if err != nil {
+		t.Fatalf("the longer export: %v", err)
+	}
+	if b.Repeated != a.Read || len(b.RepeatedFrom) != 1 || b.RepeatedFrom[0] != a.Source || b.Executions == 0 {
+		t.Fatalf("longer export: %d repeated (want %d, from %s), from %v, %d executions", b.Repeated, a.Read, a.Source, b.RepeatedFrom, b.Executions)
+	}
+	once := newStore(t)
+	if _, err := Import(ctx, once, longer, Options{ExportKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := verdicts(t, dst), verdicts(t, once); got != want {
+		t.Fatalf("two imports:\n%s\none import of the longer export:\n%s", got, want)
+	}
+	if vr, err := audit.VerifyStore(ctx, dst, audit.Options{}); err != nil || vr.Tampered {
+		t.Fatalf("the importing database must verify: %v %+v", err, vr)
+	}
+
+	// The earlier import says it ended at another record: refused.
+	forked := newStore(t)
+	if _, err := Import(ctx, forked, first, Options{ExportKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", forked.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE sources SET head = substr(head, 1, instr(head, ':')) || '` + strings.Repeat("0", 64) + `' WHERE origin IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, forked, longer, Options{ExportKey: key}); err == nil || !strings.Contains(err.Error(), "rewritten or forked") {
+		t.Fatalf("a log that differs where the earlier import ended: %v", err)
 	}
 }

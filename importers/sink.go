@@ -32,6 +32,7 @@ type recorder interface {
 	Appended() int64
 	KnownCall(format string, c activity.Call, records []string) (activity.SourceID, error)
 	ImportedFormat(format string) (bool, error)
+	ImportedHead(origin string) (activity.SourceID, string, error)
 }
 
 type sink struct {
@@ -53,6 +54,9 @@ type sink struct {
 	// unsignedFrom is the first line of records nothing signs (the
 	// source's UnsignedFrom); 0: none.
 	unsignedFrom int64
+	// origin and head: where an mcpdup export's import ended in its log
+	// (the source's Origin and Head).
+	origin, head string
 }
 
 // at is the provenance of a line of this file.
