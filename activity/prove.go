@@ -142,6 +142,14 @@ func (s *Store) prove(ctx context.Context, seq int64, leaf tlog.Hash) (final boo
 	return want == seq+2, nil
 }
 
+// SignedSize is how many records the newest checkpoint this host's key
+// verifies covers: records at or past it are proven by their chain
+// alone, not yet by a signature.
+func (s *Store) SignedSize(ctx context.Context) (int64, error) {
+	size, _, err := s.signedRoot(ctx)
+	return size, err
+}
+
 // signedRoot is the newest checkpoint whose signature this host's key
 // verifies.
 func (s *Store) signedRoot(ctx context.Context) (int64, tlog.Hash, error) {

@@ -49,6 +49,7 @@ type CallRef struct {
 	Reason      string               `json:"reason,omitempty"` // how the gateway matched it
 	Source      string               `json:"source,omitempty"` // where an imported call came from: file:line record
 	Imported    bool                 `json:"-"`
+	prov        activity.Provenance  // its source record, for what signs it
 }
 
 // Scan streams the store's calls in time order, groups them by effect
@@ -185,7 +186,8 @@ func windowOf(opts Options, r *activity.CallRow) time.Duration {
 
 func callRef(r *activity.CallRow, names sourceNames) CallRef {
 	return CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
-		Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero()}
+		Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero(),
+		prov: r.Source}
 }
 
 // loadSourceNames reads the import sources' file names, for evidence.

@@ -1,16 +1,21 @@
 package analyze
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
 
 // Proof is what proving one suspect against the signed log found.
 type Proof struct {
-	Records  int      // log records proven and compared
+	Records int // log records proven and compared
+	// Unsealed of them are past the newest checkpoint this host's key
+	// verifies: proven by the chain to it, not yet by a signature.
+	Unsealed int
 	Problems []string // a record not proven, or a row that differs from its record
 }
 
@@ -32,6 +37,10 @@ const maxProofProblems = 20
 // verification (audit verify) finds those.
 func Prove(ctx context.Context, s *activity.Store, sus *Suspect) (Proof, error) {
 	var p Proof
+	signed, err := s.SignedSize(ctx)
+	if err != nil {
+		return p, err
+	}
 	bad := func(format string, args ...any) {
 		if len(p.Problems) < maxProofProblems {
 			p.Problems = append(p.Problems, fmt.Sprintf(format, args...))
@@ -47,6 +56,9 @@ func Prove(ctx context.Context, s *activity.Store, sus *Suspect) (Proof, error) 
 			return nil, false, err
 		}
 		p.Records++
+		if seq >= signed {
+			p.Unsealed++
+		}
 		return ev, true, nil
 	}
 	for _, c := range sus.Calls {
@@ -74,22 +86,29 @@ func Prove(ctx context.Context, s *activity.Store, sus *Suspect) (Proof, error) 
 	return p, nil
 }
 
+// proveExecution proves an execution's acceptance and transitions, then
+// replays them through the model's one state machine (Execution.Apply)
+// and compares the result with the row the suspect shows: every field a
+// verdict reads (state, outcome, the target's answer, key, arguments,
+// what was not recorded).
 func proveExecution(e ExecutionSummary, prove func(int64) (any, bool, error), bad func(string, ...any)) error {
 	ev, ok, err := prove(e.Seq)
 	if err != nil {
 		return err
 	}
+	var replayed *activity.Execution
 	if ok {
 		rec, isExec := ev.(*activity.Execution)
-		switch {
-		case !isExec:
+		if !isExec {
 			bad("execution %s: record %d is not an acceptance", e.ID, e.Seq)
-		case rec.ID != e.ID || rec.Contract != e.Contract || rec.Action.Actor != e.exec.Action.Actor || rec.Action.Tool != e.exec.Action.Tool ||
-			rec.Action.Target != e.exec.Action.Target || rec.Action.Method != e.exec.Action.Method:
-			bad("execution %s differs from its acceptance, record %d", e.ID, e.Seq)
+		} else {
+			x := *rec
+			if x.State == "" {
+				x.State = activity.StateAccepted
+			}
+			replayed = &x
 		}
 	}
-	state := activity.StateAccepted
 	for _, t := range e.Transitions {
 		if t.Seq == e.Seq {
 			continue // the acceptance itself, proven above
@@ -99,21 +118,63 @@ func proveExecution(e ExecutionSummary, prove func(int64) (any, bool, error), ba
 			return err
 		}
 		if !ok {
+			replayed = nil // a step unproven: nothing to compare the row with
 			continue
 		}
 		rec, isTr := ev.(*activity.Transition)
 		switch {
 		case !isTr:
 			bad("execution %s: record %d is not a transition", e.ID, t.Seq)
+			replayed = nil
 			continue
 		case rec.ExecutionID != e.ID || rec.To != t.To || rec.From != t.From || rec.TargetStatus != t.TargetStatus ||
 			rec.ExitCode != t.ExitCode || rec.ResultRef != t.ResultRef:
 			bad("execution %s: transition %d differs from its record", e.ID, t.Seq)
 		}
-		state = rec.To
+		if replayed != nil {
+			if err := replayed.Apply(*rec); err != nil {
+				bad("execution %s: transition %d does not apply: %v", e.ID, t.Seq, err)
+				replayed = nil
+			}
+		}
 	}
-	if state != e.State {
-		bad("execution %s is %s, its last proven transition says %s", e.ID, e.State, state)
+	if replayed != nil {
+		if field := rowDiffers(*replayed, e.exec); field != "" {
+			bad("execution %s: its %s differs from what its records imply", e.ID, field)
+		}
 	}
 	return nil
+}
+
+// rowDiffers names the first field a verdict reads where the row differs
+// from the execution its records imply, or "".
+func rowDiffers(want, got activity.Execution) string {
+	switch {
+	case want.ID != got.ID:
+		return "id"
+	case want.Action.Actor != got.Action.Actor || want.Action.Tool != got.Action.Tool || want.Action.Channel != got.Action.Channel ||
+		want.Action.Target != got.Action.Target || want.Action.Method != got.Action.Method || want.Action.IntentScope != got.Action.IntentScope:
+		return "action"
+	case !bytes.Equal(want.Action.Arguments, got.Action.Arguments):
+		return "arguments"
+	case want.Fingerprint != got.Fingerprint:
+		return "fingerprint"
+	case want.RunID != got.RunID:
+		return "run"
+	case want.Contract != got.Contract:
+		return "contract"
+	case want.State != got.State:
+		return "state"
+	case want.Outcome != got.Outcome:
+		return "outcome"
+	case want.IdempotencyKey != got.IdempotencyKey:
+		return "idempotency key"
+	case want.TargetStatus != got.TargetStatus || want.ExitCode != got.ExitCode || want.ResultRef != got.ResultRef:
+		return "target's answer"
+	case want.Created != got.Created || want.Replayed != got.Replayed:
+		return "created or replayed ids"
+	case !slices.Equal(want.NotRecorded, got.NotRecorded):
+		return "not-recorded facts"
+	}
+	return ""
 }

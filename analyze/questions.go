@@ -295,10 +295,16 @@ func (w *walk) run() {
 // export's last checkpoint changes the verdict as much as a forged
 // execution would).
 func (w *walk) unsigned() int {
+	byCall := map[activity.ExecutionID]bool{} // an unsigned call (an attached retry) changes the walk too
+	for _, c := range w.sus.Calls {
+		if w.sources[c.prov.Source].Unsigned(c.prov) {
+			byCall[c.ExecutionID] = true
+		}
+	}
 	n := 0
 	for _, e := range w.sus.Executions {
-		if slices.ContainsFunc(e.Transitions, func(t activity.Transition) bool { return w.sources[t.Source.Source].Unsigned(t.Source) }) ||
-			slices.Contains(e.NotRecorded, activity.FactSignature) {
+		if byCall[e.ID] || slices.Contains(e.NotRecorded, activity.FactSignature) ||
+			slices.ContainsFunc(e.Transitions, func(t activity.Transition) bool { return w.sources[t.Source.Source].Unsigned(t.Source) }) {
 			n++
 		}
 	}

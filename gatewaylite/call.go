@@ -368,9 +368,19 @@ func (g *Gateway) resend(ctx context.Context, spec *toolSpec, exec activity.Exec
 // (accepted or authorized by a process that died) is taken over.
 func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
 	if ch := g.inflight.wait(exec.ID); ch != nil {
+		deadline := time.Now().Add(g.cfg.AttachWait.Duration)
 		select {
 		case <-ch:
 		case <-time.After(g.cfg.AttachWait.Duration):
+		}
+		// Its outcome may still be queued behind the first call's answer
+		// (recordOutcomeAsync; an execution that waited on an approval
+		// is released before): read it once it is durable.
+		for time.Now().Before(deadline) {
+			if e, err := g.store.Execution(ctx, exec.ID); err == nil && e.State != activity.StateDispatched {
+				return e
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	} else if exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized {
 		var err error
@@ -435,7 +445,7 @@ func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Executio
 	if err := next.Apply(local); err != nil {
 		return exec, false
 	}
-	g.outcomes.Add(1)
+	g.outcomes.add()
 	durable := g.store.WriteAsync(ctx, func(w *activity.Tx) error {
 		if len(out.Result) > 0 {
 			if _, err := w.PutResult(out.Result); err != nil {
@@ -446,7 +456,7 @@ func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Executio
 		return err
 	})
 	go func() {
-		defer g.outcomes.Done()
+		defer g.outcomes.done()
 		defer then()
 		if err := <-durable; err != nil {
 			// The store keeps it dispatched, which recovery treats as

@@ -40,7 +40,7 @@ type Options struct {
 type Gateway struct {
 	// outcomes counts outcome records queued behind answers and not yet
 	// durable (recordOutcomeAsync).
-	outcomes sync.WaitGroup
+	outcomes pending
 	cfg      *Config
 	store    *activity.Store
 	fp       *Fingerprinter
@@ -191,7 +191,40 @@ func (g *Gateway) addTool(spec *toolSpec, t *mcp.Tool) {
 // Settle waits until every outcome recorded behind an answer is durable,
 // so a reader of the store sees what the agents were told. The gateway
 // itself never needs it (a retry waits on the execution in flight).
-func (g *Gateway) Settle() { g.outcomes.Wait() }
+func (g *Gateway) Settle() { g.outcomes.wait() }
+
+// pending counts work in flight. Unlike a sync.WaitGroup it may grow while
+// someone waits: calls still finishing while Close settles the rest.
+type pending struct {
+	mu   sync.Mutex
+	n    int
+	zero sync.Cond
+}
+
+func (p *pending) add() {
+	p.mu.Lock()
+	p.n++
+	p.mu.Unlock()
+}
+
+func (p *pending) done() {
+	p.mu.Lock()
+	if p.n--; p.n == 0 && p.zero.L != nil {
+		p.zero.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+func (p *pending) wait() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.zero.L == nil {
+		p.zero.L = &p.mu
+	}
+	for p.n > 0 {
+		p.zero.Wait()
+	}
+}
 
 func (g *Gateway) Close() error {
 	select {

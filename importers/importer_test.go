@@ -334,6 +334,17 @@ func TestSameRecordsInAnotherFileAreNotImportedTwice(t *testing.T) {
 		t.Errorf("verdicts after a re-export:\n%s\nwant\n%s", got, want)
 	}
 
+	// Within one file too: the original and a copy that reuses its span
+	// ids for other arguments hold one more call than the original.
+	mixed := append(append([]byte(nil), src...), bytes.Replace(src, []byte(`disk full on db-3`), []byte(`disk full on db-4`), 1)...)
+	both, err := Import(ctx, newStore(t), write("mixed.jsonl", mixed), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both.Calls <= first.Calls {
+		t.Errorf("a reused span id with other arguments in the same file was dropped: %d calls, the original has %d", both.Calls, first.Calls)
+	}
+
 	// The same span id with other arguments is not the same record.
 	forged := bytes.Replace(src, []byte(`disk full on db-3`), []byte(`disk full on db-4`), 1)
 	other, err := Import(ctx, once, write("forged.jsonl", forged), Options{})

@@ -359,6 +359,11 @@ func TestImportedRunsAuthoriseNothing(t *testing.T) {
 // imported with AllowUnsealed, the analysis of its suspect says so,
 // though the execution itself is signed, and says nothing of the others.
 func TestUnsignedStepOfASignedExecution(t *testing.T) {
+	t.Run("outcome", func(t *testing.T) { testUnsignedStep(t, false) })
+	t.Run("attached call", func(t *testing.T) { testUnsignedStep(t, true) })
+}
+
+func testUnsignedStep(t *testing.T, call bool) {
 	orig := newStore(t)
 	if _, err := activitytest.Incident(ctx, orig); err != nil {
 		t.Fatal(err)
@@ -391,9 +396,17 @@ func TestUnsignedStepOfASignedExecution(t *testing.T) {
 	if _, err := orig.Seal(ctx, activity.SealManual); err != nil {
 		t.Fatal(err)
 	}
-	// Then an outcome nothing signs.
+	// Then an outcome nothing signs, or a retry's call nothing signs.
 	target, to := ids[1], activity.StateUnknown
+	if call {
+		target, to = ids[0], activity.StateDispatched
+	}
 	if _, err := orig.Write(ctx, func(w *activity.Tx) error {
+		if call {
+			_, err := w.RecordCall(activity.Call{Actor: "agent:c", Method: "tools/call", Tool: "charge", Arguments: json.RawMessage(`{"amount":100,"card":"tok_1"}`),
+				Disposition: activity.DispositionAttached, ExecutionID: target, Reason: "says nobody"})
+			return err
+		}
 		_, err := w.Transition(activity.Transition{ExecutionID: target, To: to, Reason: "says nobody"})
 		return err
 	}); err != nil {

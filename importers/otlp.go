@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,7 +188,7 @@ type otlp struct {
 	// the latest execution that was dispatched: a later server span for
 	// the same call with no dispatch under it attaches to it.
 	dispatched map[string]activity.ExecutionID
-	// seen holds a hash of every span read (trace, span id, name, start):
+	// seen holds a hash of every span read (its ids and content):
 	// an exporter that retries a batch writes its spans again, and they
 	// are the same records, not a second call.
 	seen     map[uint64]struct{}
@@ -299,14 +300,28 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 	return nil
 }
 
-// again reports whether this file already held the span.
+// again reports whether this file already held the span: the same ids and
+// the same content (times, kind, parent, status, every attribute). A span
+// that reuses ids for other content is another record, and is kept.
 func (d *otlp) again(sp *span) bool {
 	var h maphash.Hash
 	h.SetSeed(d.seenSeed)
-	h.WriteString(sp.trace)
-	h.WriteString(sp.id)
-	h.WriteString(sp.name)
-	h.WriteString(strconv.FormatInt(sp.start.UnixNano(), 10))
+	for _, s := range []string{sp.trace, sp.id, sp.parent, sp.name, strconv.FormatInt(sp.start.UnixNano(), 10),
+		strconv.FormatInt(sp.end.UnixNano(), 10), strconv.Itoa(sp.kind), strconv.FormatBool(sp.statusErr), sp.statusMsg, sp.exception} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	keys := make([]string, 0, len(sp.attrs))
+	for k := range sp.attrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(sp.attrs[k].text())
+		h.WriteByte(0)
+	}
 	key := h.Sum64()
 	if _, ok := d.seen[key]; ok {
 		return true

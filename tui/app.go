@@ -686,32 +686,36 @@ func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 
 // mergeNewest updates a newest-first list of executions with the ones new
 // records touched: a listed one is replaced where it stands (an
-// execution keeps the place of its acceptance), the others are new, so
-// newer than all listed, and go on top. At most limit are kept.
+// execution keeps the place of its acceptance); one accepted after every
+// listed one goes on top; an older one not listed stays out when the list
+// is full (it is beyond the limit, as a reload would leave it) and takes
+// its place otherwise. At most limit are kept.
 func mergeNewest(list, touched []activity.Execution, limit int) []activity.Execution {
 	byID := make(map[activity.ExecutionID]activity.Execution, len(touched))
 	for _, e := range touched {
 		byID[e.ID] = e
 	}
 	listed := make(map[activity.ExecutionID]bool, len(list))
+	newest := int64(-1)
 	for _, e := range list {
 		listed[e.ID] = true
+		newest = max(newest, e.Seq)
 	}
 	out := make([]activity.Execution, 0, min(len(list)+len(touched), limit))
 	var added []activity.Execution
 	for _, e := range touched {
-		if !listed[e.ID] {
+		if !listed[e.ID] && (e.Seq > newest || len(list) < limit) {
 			added = append(added, e)
 		}
 	}
-	slices.SortFunc(added, func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) })
-	out = append(out, added...)
 	for _, e := range list {
 		if t, ok := byID[e.ID]; ok {
 			e = t
 		}
 		out = append(out, e)
 	}
+	out = append(out, added...)
+	slices.SortStableFunc(out, func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) })
 	return out[:min(len(out), limit)]
 }
 

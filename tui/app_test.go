@@ -929,4 +929,12 @@ func TestMergeNewest(t *testing.T) {
 	if want := []string{"d:accepted", "e:accepted", "c:delivered", "b:unknown"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
+	// An old execution beyond the limit, touched now, does not jump on top.
+	got = got[:0]
+	for _, e := range mergeNewest(list, []activity.Execution{ex("z", 0, activity.StateVerified)}, 3) {
+		got = append(got, string(e.ID))
+	}
+	if want := []string{"c", "b", "a"}; !slices.Equal(got, want) {
+		t.Fatalf("an old execution: got %v, want %v", got, want)
+	}
 }

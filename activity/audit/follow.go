@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // Follower verifies a live store's log as it grows (the console beside a
@@ -26,7 +27,7 @@ type Follower struct {
 	s    *activity.Store
 	opts Options
 	v    *verifier
-	cps  int64 // size of the newest stored checkpoint fed
+	fed  int // stored checkpoints fed so far (they are read ordered by size)
 
 	// TablesEvery is how often the tables are compared with the log
 	// again (a full replay); 0 means DefaultTablesEvery.
@@ -48,7 +49,8 @@ func NewFollower(s *activity.Store, opts Options) (*Follower, error) {
 	if opts.Trusted != nil {
 		v.setTrusted(opts.Trusted)
 	}
-	return &Follower{s: s, opts: opts, v: v, cps: -1}, nil
+	v.recent = map[int64]tlog.Hash{}
+	return &Follower{s: s, opts: opts, v: v}, nil
 }
 
 // Advance verifies what was appended since the last call and reports on
@@ -56,33 +58,32 @@ func NewFollower(s *activity.Store, opts Options) (*Follower, error) {
 func (f *Follower) Advance(ctx context.Context) (*Report, error) {
 	v := f.v
 	v.start = timeNow()
+	// The checkpoints are read before the records, as VerifyStore reads
+	// them: every one is then within the records read, and one past them
+	// is a truncated log, not a seal that raced the read. Each is fed
+	// once; one beyond the records read so far waits (pending) for them.
 	stored, err := f.s.Checkpoints(ctx)
 	if err != nil {
 		return nil, err
 	}
-	feed := func() {
-		for _, cp := range stored {
-			if cp.Size > f.cps && cp.Size <= v.pos {
-				v.addCheckpoint(cp.Note, fmt.Sprintf("checkpoint at size %d", cp.Size))
-				f.cps = cp.Size
-			}
-		}
+	for ; f.fed < len(stored); f.fed++ {
+		v.addCheckpoint(stored[f.fed].Note, fmt.Sprintf("checkpoint at size %d", stored[f.fed].Size))
 	}
-	feed()
+	// Roots past the newest checkpoint are kept: the next one may be
+	// written after these records are read.
+	if n := len(stored); n > 0 {
+		v.keepRootsFrom = max(stored[n-1].Size, 1)
+		maps.DeleteFunc(v.recent, func(size int64, _ tlog.Hash) bool { return size <= v.keepRootsFrom })
+	} else {
+		v.keepRootsFrom = 1
+	}
 	err = f.s.ScanLog(ctx, v.pos, func(seq int64, canonical, leaf []byte) error {
 		v.addRecord(seq, canonical, leaf)
-		if len(stored) > 0 && stored[len(stored)-1].Size > f.cps {
-			feed()
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if stored, err = f.s.Checkpoints(ctx); err != nil { // sealed while the records were read
-		return nil, err
-	}
-	feed()
 	every := f.TablesEvery
 	if every <= 0 {
 		every = DefaultTablesEvery

@@ -93,3 +93,33 @@ func TestFollowerVerifiesOnlyWhatIsNew(t *testing.T) {
 		t.Fatal("an altered new record was not caught")
 	}
 }
+
+// TestFollowerSeesATruncatedLog: records removed from the end, below a
+// checkpoint the store signed, are a truncation for a follower as for a
+// whole verification (a follower that only looked at checkpoints within
+// what it had read said "verified").
+func TestFollowerSeesATruncatedLog(t *testing.T) {
+	smp := newSample(t, 0)
+	smp.tamper(t, fmt.Sprintf("DELETE FROM audit_log WHERE seq >= %d", smp.size(t)-4))
+	s, err := activity.Open(ctx, smp.path, activity.Options{ReadOnly: true, KeyDir: smp.keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	opts := audit.Options{Key: smp.pub, KeyPinned: true, LogOnly: true}
+	want, err := audit.VerifyStore(ctx, s, opts)
+	if err != nil || !want.Tampered {
+		t.Fatalf("verify: %v %+v", err, want)
+	}
+	f, err := audit.NewFollower(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Advance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Tampered || got.Checkpoints != want.Checkpoints {
+		t.Fatalf("follower: tampered %v, %d checkpoints; verify: tampered, %d checkpoints", got.Tampered, got.Checkpoints, want.Checkpoints)
+	}
+}

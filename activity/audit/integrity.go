@@ -83,16 +83,22 @@ func (r *Report) Integrity() Integrity {
 // compared with them (analyze.Prove), problems naming those that were not.
 // It says so, and that the rest of the log was not read: a row deleted
 // elsewhere is not seen.
-func RecordsProven(records int, problems []string) Integrity {
-	in := Integrity{Proven: records, Problems: len(problems)}
+func RecordsProven(records, unsealed int, problems []string) Integrity {
+	in := Integrity{Proven: records, Problems: len(problems), Unsealed: int64(unsealed)}
 	if len(problems) > 0 {
 		in.State = IntegrityTampered
 		in.Text = fmt.Sprintf("TAMPERED: %d of the records this rests on are not proven or differ from its rows (first: %s); run mcpdup audit verify", len(problems), problems[0])
 		return in
 	}
 	in.State = IntegrityVerified
-	in.Text = fmt.Sprintf("verified: the %d records this rests on are in the signed log and its rows match them (%s); %s (mcpdup audit verify)",
-		records, PhraseKeyNotPinned, PhraseRestNotChecked)
+	where := "in the signed log"
+	caveats := []string{PhraseKeyNotPinned}
+	if unsealed > 0 {
+		where = "in the log"
+		caveats = append(caveats, fmt.Sprintf("%d of them in the %s: chained, not yet signed", unsealed, PhraseUnsealedTail))
+	}
+	in.Text = fmt.Sprintf("verified: the %d records this rests on are %s and its rows match them (%s); %s (mcpdup audit verify)",
+		records, where, strings.Join(caveats, ", "), PhraseRestNotChecked)
 	return in
 }
 

@@ -148,7 +148,17 @@ type verifier struct {
 	counts   map[string]int
 	total    int64
 	tables   *activity.TableReport // nil: no tables to check (an export)
+
+	// A follower keeps the tree's root at every size past keepRootsFrom
+	// (the newest checkpoint it has seen; 0: none kept), for a checkpoint
+	// written after it read past that size.
+	keepRootsFrom int64
+	recent        map[int64]tlog.Hash
 }
+
+// maxRecentRoots bounds the roots a follower keeps (2 MiB): the store
+// seals every 1,000 records, so a checkpoint is never that far behind.
+const maxRecentRoots = 1 << 16
 
 type checkpoint struct {
 	size   int64
@@ -224,6 +234,13 @@ func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
 	}
 	v.edge.Add(v.pos, hashes)
 	v.pos++
+	if v.keepRootsFrom > 0 && v.pos > v.keepRootsFrom && len(v.recent) < maxRecentRoots {
+		root, err := tlog.TreeHash(v.pos, &v.edge)
+		if err != nil {
+			panic("audit: tree edge out of step: " + err.Error())
+		}
+		v.recent[v.pos] = root
+	}
 	v.checkPending()
 	if v.opts.Progress != nil && v.pos%progressInterval == 0 {
 		v.opts.Progress(v.pos, v.total)
@@ -271,6 +288,10 @@ func (v *verifier) schedule(cp checkpoint) {
 		v.checkRoot(cp)
 	case cp.size > v.pos:
 		v.pending = append(v.pending, cp)
+	case v.recent[cp.size] != tlog.Hash{}:
+		// A follower read past this size before the checkpoint was
+		// written: it kept the tree's roots since the newest checkpoint.
+		v.compareRoot(cp, v.recent[cp.size])
 	default:
 		v.problem(CheckRoots, "misplaced_checkpoint", -1, "%s: covers %d records but appears after record %d; its root cannot be checked (export reordered)", cp.where, cp.size, v.pos-1)
 	}
@@ -294,6 +315,11 @@ func (v *verifier) checkRoot(cp checkpoint) {
 	if err != nil {
 		panic("audit: tree edge out of step: " + err.Error())
 	}
+	v.compareRoot(cp, root)
+}
+
+// compareRoot checks a checkpoint against the tree's root at its size.
+func (v *verifier) compareRoot(cp checkpoint, root tlog.Hash) {
 	trusted := v.trusted != nil && cp == *v.trusted
 	switch {
 	case root == cp.root && cp.signed && cp.size > v.sealed:

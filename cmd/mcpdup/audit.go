@@ -246,7 +246,7 @@ func (p proveRecords) integrityOf(ctx context.Context, s *activity.Store, v veri
 	if err != nil {
 		return audit.Integrity{}, fmt.Errorf("prove %s: %w", sus.ID, err)
 	}
-	return audit.RecordsProven(proof.Records, proof.Problems), nil
+	return audit.RecordsProven(proof.Records, proof.Unsealed, proof.Problems), nil
 }
 
 // integrity verifies s, log and tables, with this host's key (so "key not

@@ -485,6 +485,11 @@ timeout = "300ms"
 	cpu1, wall1 := procCPU(t, pid), time.Now()
 	close(stop)
 	calls := <-loadDone
+	// The follower verified every record as it came, with checkpoints
+	// signed meanwhile (one a second or so at this rate): no false alarm.
+	if screen := tm.capture(); strings.Contains(screen, "TAMPERED") || !strings.Contains(screen, "audit ✓") {
+		t.Fatalf("the console's audit indicator beside a live gateway:\n%s", screen)
+	}
 	window := wall1.Sub(wall0)
 	t.Logf("console beside a gateway serving %d calls in %.1f s (%.0f calls/s): console CPU %.1f%% of one core over %.1f s; "+
 		"a new suspect on screen %d ms after its call returned; mcpdup resolve took %d ms",

@@ -774,4 +774,23 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 			t.Fatalf("%v over a forged transition: exit %d\n%s", cmd, code, out)
 		}
 	}
+	// A field only the execution row holds, which a verdict reads: its
+	// records, replayed, imply another.
+	_, db2 := demoDB(t)
+	_, out, _ = mcpdup(t, "analyze", "-o", "json", "--no-verify")
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Suspects) == 0 {
+		t.Fatalf("analyze the second database: %v", err)
+	}
+	sus = res.Suspects[0]
+	raw2, err := sql.Open("sqlite", db2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw2.Close()
+	if _, err := raw2.Exec(`UPDATE executions SET idempotency_key = 'shared-key' WHERE id = ?`, sus.Executions[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := mcpdup(t, "report", "--verify-records", sus.ID); code != 1 || !strings.Contains(out, "idempotency key differs from what its records imply") {
+		t.Fatalf("a forged idempotency key: exit %d\n%s", code, out)
+	}
 }
