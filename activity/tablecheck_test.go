@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,7 +168,7 @@ func TestTableCheckCatchesTampering(t *testing.T) {
 		name := tc.table + "/" + tc.op + "/" + tc.column
 		dir := t.TempDir()
 		copyPath := filepath.Join(dir, "t.db")
-		copyFile(t, path, copyPath)
+		activitytest.CopyFile(t, path, copyPath)
 		edit(t, copyPath, tc.sql)
 		s, err := activity.Open(ctx, copyPath, opts)
 		if err != nil {
@@ -204,25 +202,6 @@ func TestTableCheckCatchesTampering(t *testing.T) {
 // lacks and a row the table lacks.
 var keyColumn = map[string]string{"sources": "id", "runs": "id", "grants": "seq", "calls": "id", "executions": "id", "transitions": "seq",
 	"resolutions": "seq", "approvals": "id", "meta": "key", "results": "ref"}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // edit runs an attacker's statement with the append-only triggers gone.
 func edit(t *testing.T, path string, stmts ...string) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -425,5 +426,44 @@ func Busy(ctx context.Context, s *activity.Store) (stop func() error) {
 	return func() error {
 		close(quit)
 		return <-done
+	}
+}
+
+// CopyFile copies a file (a database to tamper with, a store to start a
+// test from); to is overwritten.
+func CopyFile(tb testing.TB, from, to string) {
+	tb.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		tb.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// CopyDir copies the files of a directory (a key directory), not its
+// subdirectories.
+func CopyDir(tb testing.TB, from, to string) {
+	tb.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			CopyFile(tb, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+		}
 	}
 }

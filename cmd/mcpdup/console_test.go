@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 )
 
@@ -403,8 +403,8 @@ func TestConsoleBesideALoadedGateway(t *testing.T) {
 		// A big store to start from (a directory with log.db and keys/,
 		// e.g. activitytest.MillionMixed's): the console's load then
 		// matters, as in a real incident.
-		copyFile(t, filepath.Join(base, "log.db"), filepath.Join(dir, "gw.db"))
-		copyDir(t, filepath.Join(base, "keys"), filepath.Join(dir, "keys"))
+		activitytest.CopyFile(t, filepath.Join(base, "log.db"), filepath.Join(dir, "gw.db"))
+		activitytest.CopyDir(t, filepath.Join(base, "keys"), filepath.Join(dir, "keys"))
 	}
 	endpoint, env, _ := startGateway(t, bin, dir, target.URL, fmt.Sprintf(`
 [[tool]]
@@ -498,41 +498,6 @@ timeout = "300ms"
 	tm.keys("q")
 	tm.waitExit()
 	_ = env
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			copyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
-		}
-	}
 }
 
 // suspectCount reads the suspects tab's count off the screen.
