@@ -8,7 +8,9 @@ import "reflect"
 // styled (the console's rows): Styled lets SGR through for the program's
 // own colours, so data must arrive with its escapes already visible.
 // Strings without unsafe characters are left as they are, so ids of real
-// records are unchanged. Unexported fields are not reached.
+// records are unchanged. Map keys are escaped too (two keys that escape
+// alike cannot both come from real records). Unexported fields are not
+// reached, nor strings inside a struct held by value in an interface.
 func Scrub(v any) {
 	s := scrubber{seen: map[uintptr]bool{}}
 	s.walk(reflect.ValueOf(v), 0)
@@ -72,12 +74,25 @@ func (s *scrubber) walk(v reflect.Value, depth int) {
 		if v.IsNil() {
 			return
 		}
+		type entry struct{ k, v reflect.Value }
+		var entries []entry
 		iter := v.MapRange()
 		for iter.Next() {
+			k := reflect.New(v.Type().Key()).Elem()
+			k.Set(iter.Key())
 			val := reflect.New(v.Type().Elem()).Elem()
 			val.Set(iter.Value())
-			s.walk(val, depth+1)
-			v.SetMapIndex(iter.Key(), val)
+			entries = append(entries, entry{k, val})
+		}
+		for _, e := range entries {
+			old := reflect.New(v.Type().Key()).Elem()
+			old.Set(e.k)
+			s.walk(e.k, depth+1) // a key is shown too (a state by execution id)
+			s.walk(e.v, depth+1)
+			if !e.k.Equal(old) {
+				v.SetMapIndex(old, reflect.Value{})
+			}
+			v.SetMapIndex(e.k, e.v)
 		}
 	case reflect.String:
 		if v.CanSet() {

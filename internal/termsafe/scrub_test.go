@@ -14,6 +14,7 @@ type scrubRow struct {
 	Args  json.RawMessage
 	Tags  []string
 	Attrs map[string]string
+	ByID  map[scrubID]string
 	Next  *scrubRow
 	Any   any
 	n     string // unexported: not reached
@@ -22,7 +23,7 @@ type scrubRow struct {
 func TestScrubReachesEveryString(t *testing.T) {
 	const sgr = "\x1b[31mred\x1b[0m"
 	r := &scrubRow{ID: scrubID("ex_" + sgr), Tool: "deploy" + sgr, Args: json.RawMessage(`{"a":"` + "\u202e" + `"}`),
-		Tags: []string{sgr}, Attrs: map[string]string{"k": sgr}, Any: sgr, n: sgr}
+		Tags: []string{sgr}, Attrs: map[string]string{"k": sgr}, ByID: map[scrubID]string{scrubID("x" + sgr): "v"}, Any: sgr, n: sgr}
 	r.Next = r // a cycle ends the walk instead of looping
 	rows := []*scrubRow{r, {Tool: "clean"}}
 	Scrub(&rows)
@@ -31,6 +32,14 @@ func TestScrubReachesEveryString(t *testing.T) {
 		if strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, 0x202e) {
 			t.Errorf("%s still holds an escape: %q", name, got)
 		}
+	}
+	for k := range r.ByID {
+		if strings.ContainsRune(string(k), 0x1b) {
+			t.Errorf("a map key still holds an escape: %q", k)
+		}
+	}
+	if len(r.ByID) != 1 {
+		t.Errorf("the map holds %d keys, want 1", len(r.ByID))
 	}
 	if !strings.Contains(r.Tool, `\x1b[31m`) {
 		t.Errorf("the escape is not shown: %q", r.Tool)
