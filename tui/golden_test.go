@@ -49,7 +49,7 @@ func TestGolden(t *testing.T) {
 			}
 			tm := teatest.NewTestModel(t, New(s, Options{Operator: "alice", Poll: -1}), teatest.WithInitialTermSize(w, h))
 			sc2 := &screen{tm: tm}
-			sc2.waitFor(t, ready) // every start-up load has landed
+			sc2.waitFor(t, ready)          // every start-up load has landed
 			sc2.waitFor(t, "Executions 8") // the browsers' too
 			for _, k := range sc.keys {
 				tm.Send(k)
