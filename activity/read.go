@@ -375,7 +375,7 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 // SourceBySHA256 finds the import of a file with this sha256, or of the
 // same content (Source.Content) however packaged, or returns ErrNotFound.
 func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source, error) {
-	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note, unsigned_from, origin, head FROM sources
+	rows, err := s.query(ctx, sourceSelect+`
 		WHERE sha256 = ? OR (content_sha256 = ? AND ? != '') ORDER BY seq LIMIT 1`, sum, content, content)
 	if err != nil {
 		return Source{}, fmt.Errorf("sources: %w", err)
@@ -387,15 +387,23 @@ func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source
 		}
 		return Source{}, ErrNotFound
 	}
+	return scanSource(rows)
+}
+
+// sourceSelect reads the sources columns scanSource scans.
+const sourceSelect = `SELECT id, format, file, sha256, imported_at, records, skipped, note, unsigned_from, origin, head FROM sources`
+
+func scanSource(row rowScanner) (Source, error) {
 	var src Source
 	var file, sha, note, origin, head sql.NullString
 	var unsigned sql.NullInt64
 	var at string
-	if err := rows.Scan(&src.ID, &src.Format, &file, &sha, &at, &src.Records, &src.Skipped, &note, &unsigned, &origin, &head); err != nil {
+	if err := row.Scan(&src.ID, &src.Format, &file, &sha, &at, &src.Records, &src.Skipped, &note, &unsigned, &origin, &head); err != nil {
 		return Source{}, err
 	}
 	src.File, src.SHA256, src.Note, src.UnsignedFrom = file.String, sha.String, note.String, unsigned.Int64
 	src.Origin, src.Head = origin.String, head.String
+	var err error
 	src.ImportedAt, err = parseTime(at)
 	return src, err
 }
@@ -403,28 +411,7 @@ func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source
 // Sources lists the import sources (and gateway announcements), oldest
 // first.
 func (s *Store) Sources(ctx context.Context) ([]Source, error) {
-	rows, err := s.query(ctx, `SELECT id, format, file, sha256, imported_at, records, skipped, note, unsigned_from, origin, head FROM sources ORDER BY seq`)
-	if err != nil {
-		return nil, fmt.Errorf("sources: %w", err)
-	}
-	defer rows.Close()
-	var out []Source
-	for rows.Next() {
-		var src Source
-		var file, sum, note, origin, head sql.NullString
-		var unsigned sql.NullInt64
-		var at string
-		if err := rows.Scan(&src.ID, &src.Format, &file, &sum, &at, &src.Records, &src.Skipped, &note, &unsigned, &origin, &head); err != nil {
-			return nil, err
-		}
-		src.File, src.SHA256, src.Note, src.UnsignedFrom = file.String, sum.String, note.String, unsigned.Int64
-		src.Origin, src.Head = origin.String, head.String
-		if src.ImportedAt, err = parseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, src)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, "sources", scanSource, sourceSelect+` ORDER BY seq`)
 }
 
 // Result returns stored result content by reference, refused when the

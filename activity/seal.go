@@ -390,13 +390,19 @@ type StoredCheckpoint struct {
 // Checkpoints returns every stored checkpoint in ascending size. They are
 // unverified: audit verify checks them against a pinned key.
 func (s *Store) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
-	return readCheckpoints(ctx, s.r)
+	return readCheckpoints(ctx, s.r, -1)
+}
+
+// CheckpointsAfter is Checkpoints of size above size only: what a
+// follower has not seen yet.
+func (s *Store) CheckpointsAfter(ctx context.Context, size int64) ([]StoredCheckpoint, error) {
+	return readCheckpoints(ctx, s.r, size)
 }
 
 func readCheckpoints(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) ([]StoredCheckpoint, error) {
-	rows, err := q.QueryContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint ORDER BY size`)
+}, above int64) ([]StoredCheckpoint, error) {
+	rows, err := q.QueryContext(ctx, `SELECT size, note, created_at, reason FROM audit_checkpoint WHERE size > ? ORDER BY size`, above)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoints: %w", err)
 	}

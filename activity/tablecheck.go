@@ -264,7 +264,7 @@ func (sn *Snapshot) ScanLog(ctx context.Context, fn func(seq int64, canonical []
 
 // Checkpoints are the snapshot's stored checkpoints, unverified, by size.
 func (sn *Snapshot) Checkpoints(ctx context.Context) ([]StoredCheckpoint, error) {
-	return readCheckpoints(ctx, sn.tx)
+	return readCheckpoints(ctx, sn.tx, -1)
 }
 
 // tableScan is what reading the tables found: their digests, the refs of

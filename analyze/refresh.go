@@ -17,6 +17,7 @@ type Touched struct {
 	// Executions are the touched executions as they stand now (for a
 	// list of executions to update in place).
 	Executions []activity.Execution
+	Runs       bool  // a run started or ended
 	Through    int64 // the log size read through
 }
 
@@ -46,6 +47,8 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 			ids[v.ExecutionID] = true
 		case *activity.Approval:
 			ids[v.ExecutionID] = true
+		case *activity.Run, *activity.RunEnd:
+			t.Runs = true
 		}
 		return nil
 	})
@@ -80,22 +83,31 @@ func Rebuild(ctx context.Context, s *activity.Store, opts Options, keys []string
 	if err != nil {
 		return nil, err
 	}
-	var out []*Suspect
+	// Every group first, then their records in one batch (as Scan reads
+	// them), not three queries per group.
+	var groups []*group
 	for _, key := range keys {
 		err := effectGroups(ctx, s, opts, key, names, func(g *group) error {
-			if len(g.calls) < 2 {
-				return nil
+			if len(g.calls) >= 2 {
+				groups = append(groups, g)
 			}
-			sus, err := analyseGroup(ctx, s, g, names)
-			if err != nil {
-				return fmt.Errorf("suspect %s: %w", key, err)
-			}
-			out = append(out, sus)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+	}
+	recs, err := loadGroupRecords(ctx, s, groups)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Suspect, 0, len(groups))
+	for _, g := range groups {
+		sus, err := analyseLoaded(ctx, s, g, names, recs)
+		if err != nil {
+			return nil, fmt.Errorf("suspect %s: %w", g.key, err)
+		}
+		out = append(out, sus)
 	}
 	return out, nil
 }

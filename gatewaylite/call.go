@@ -367,8 +367,8 @@ func (g *Gateway) resend(ctx context.Context, spec *toolSpec, exec activity.Exec
 // (bounded) for its outcome. An execution nobody is handling any more
 // (accepted or authorized by a process that died) is taken over.
 func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
+	deadline := time.Now().Add(g.cfg.AttachWait.Duration)
 	if ch := g.inflight.wait(exec.ID); ch != nil {
-		deadline := time.Now().Add(g.cfg.AttachWait.Duration)
 		select {
 		case <-ch:
 		case <-time.After(g.cfg.AttachWait.Duration):
@@ -376,12 +376,7 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 		// Its outcome may still be queued behind the first call's answer
 		// (recordOutcomeAsync; an execution that waited on an approval
 		// is released before): read it once it is durable.
-		for time.Now().Before(deadline) {
-			if e, err := g.store.Execution(ctx, exec.ID); err == nil && e.State != activity.StateDispatched {
-				return e
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		return g.untilSettled(ctx, exec, deadline, 5*time.Millisecond)
 	} else if exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized {
 		var err error
 		_, err = g.store.Write(ctx, func(w *activity.Tx) error {
@@ -399,18 +394,27 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 		}
 	} else {
 		// Dispatched by a process that is not this one: poll the store.
-		deadline := time.Now().Add(g.cfg.AttachWait.Duration)
-		for time.Now().Before(deadline) {
-			if e, err := g.store.Execution(ctx, exec.ID); err == nil && e.State != activity.StateDispatched {
-				return e
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		return g.untilSettled(ctx, exec, deadline, 50*time.Millisecond)
 	}
 	if e, err := g.store.Execution(ctx, exec.ID); err == nil {
 		return e
 	}
 	return exec
+}
+
+// untilSettled reads an execution every poll until the store has it past
+// dispatched, or the deadline passes (then as the store has it).
+func (g *Gateway) untilSettled(ctx context.Context, exec activity.Execution, deadline time.Time, poll time.Duration) activity.Execution {
+	for {
+		e, err := g.store.Execution(ctx, exec.ID)
+		switch {
+		case err == nil && (e.State != activity.StateDispatched || !time.Now().Before(deadline)):
+			return e
+		case err != nil && !time.Now().Before(deadline):
+			return exec
+		}
+		time.Sleep(poll)
+	}
 }
 
 // block moves an unknown execution to pending_verification: an operator

@@ -119,6 +119,7 @@ type Model struct {
 	// awaiting is the decision held while opAsk asks who makes it.
 	awaiting tea.Msg
 	execList []activity.Execution // the executions browser's rows
+	runList  []activity.Run       // the sessions browser's rows
 	help     help.Model
 	showHelp bool
 
@@ -268,7 +269,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.suspects.ReplaceEffects(msg.keys, msg.fresh)
-		m.setBrowsers(mergeNewest(m.execList, msg.execs, browseLimit), msg.runs)
+		runs := m.runList
+		if msg.newRuns {
+			runs = msg.runs
+		}
+		m.setBrowsers(mergeNewest(m.execList, msg.execs, browseLimit), runs)
 		m.analysedTo = max(m.analysedTo, msg.through)
 		if m.refreshDue {
 			m.refreshDue = false
@@ -659,7 +664,7 @@ func (m *Model) statusBar() string {
 }
 
 func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
-	m.execList = execs
+	m.execList, m.runList = execs, runs
 	var rows, details []string
 	for _, e := range execs {
 		// The list shows short ids; the line under it shows the whole id

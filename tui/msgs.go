@@ -40,7 +40,8 @@ type refreshMsg struct {
 	keys    []string
 	fresh   []*analyze.Suspect
 	execs   []activity.Execution // the executions the new records touched
-	runs    []activity.Run
+	runs    []activity.Run       // read again only when a run started or ended
+	newRuns bool
 	through int64
 	err     error
 }
@@ -135,13 +136,17 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen i
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
 		}
-		runs, err := s.Runs(ctx, browseLimit)
+		var runs []activity.Run
+		if touched.Runs {
+			runs, err = s.Runs(ctx, browseLimit)
+		}
 		for _, sus := range fresh {
 			termsafe.Scrub(sus)
 		}
 		termsafe.Scrub(&touched.Executions)
 		termsafe.Scrub(&runs)
-		return refreshMsg{gen: gen, keys: touched.Keys, fresh: fresh, execs: touched.Executions, runs: runs, through: touched.Through, err: err}
+		return refreshMsg{gen: gen, keys: touched.Keys, fresh: fresh, execs: touched.Executions, runs: runs, newRuns: touched.Runs,
+			through: touched.Through, err: err}
 	}
 }
 

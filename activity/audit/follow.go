@@ -27,7 +27,7 @@ type Follower struct {
 	s    *activity.Store
 	opts Options
 	v    *verifier
-	fed  int // stored checkpoints fed so far (they are read ordered by size)
+	fed  int64 // size of the newest stored checkpoint fed; -1: none
 
 	// TablesEvery is how often the tables are compared with the log
 	// again (a full replay); 0 means DefaultTablesEvery.
@@ -50,7 +50,7 @@ func NewFollower(s *activity.Store, opts Options) (*Follower, error) {
 		v.setTrusted(opts.Trusted)
 	}
 	v.recent = map[int64]tlog.Hash{}
-	return &Follower{s: s, opts: opts, v: v}, nil
+	return &Follower{s: s, opts: opts, v: v, fed: -1}, nil
 }
 
 // Advance verifies what was appended since the last call and reports on
@@ -62,21 +62,18 @@ func (f *Follower) Advance(ctx context.Context) (*Report, error) {
 	// them: every one is then within the records read, and one past them
 	// is a truncated log, not a seal that raced the read. Each is fed
 	// once; one beyond the records read so far waits (pending) for them.
-	stored, err := f.s.Checkpoints(ctx)
+	stored, err := f.s.CheckpointsAfter(ctx, f.fed) // only the ones not fed yet
 	if err != nil {
 		return nil, err
 	}
-	for ; f.fed < len(stored); f.fed++ {
-		v.addCheckpoint(stored[f.fed].Note, fmt.Sprintf("checkpoint at size %d", stored[f.fed].Size))
+	for _, cp := range stored {
+		v.addCheckpoint(cp.Note, fmt.Sprintf("checkpoint at size %d", cp.Size))
+		f.fed = cp.Size
 	}
 	// Roots past the newest checkpoint are kept: the next one may be
 	// written after these records are read.
-	if n := len(stored); n > 0 {
-		v.keepRootsFrom = max(stored[n-1].Size, 1)
-		maps.DeleteFunc(v.recent, func(size int64, _ tlog.Hash) bool { return size <= v.keepRootsFrom })
-	} else {
-		v.keepRootsFrom = 1
-	}
+	v.keepRootsFrom = max(f.fed, 1)
+	maps.DeleteFunc(v.recent, func(size int64, _ tlog.Hash) bool { return size <= v.keepRootsFrom })
 	err = f.s.ScanLog(ctx, v.pos, func(seq int64, canonical, leaf []byte) error {
 		v.addRecord(seq, canonical, leaf)
 		return nil

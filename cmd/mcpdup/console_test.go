@@ -25,15 +25,7 @@ import (
 // execution verified with a note, quit. Then the log must verify and the
 // resolution must be in the database. .ci/run installs tmux.
 func TestConsoleInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
-	if out, err := exec.Command(bin, "demo", "--db", db, "--key-dir", keys, "--no-console").CombinedOutput(); err != nil {
-		t.Fatalf("mcpdup demo: %v\n%s", err, out)
-	}
+	bin, dir, db, keys := demoDatabase(t)
 
 	// NO_COLOR: the layout must say everything colour would.
 	tm := startTmux(t, dir, 120, 40, "env", "NO_COLOR=1", bin, "console", "--db", db, "--key-dir", keys, "--operator", "alice")
@@ -112,15 +104,7 @@ func TestConsoleInTmux(t *testing.T) {
 // says key, name and count; the most severe suspect is first and its id
 // stays on screen in a form mcpdup report accepts.
 func TestConsoleOnCallInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
-	if out, err := exec.Command(bin, "demo", "--db", db, "--key-dir", keys, "--no-console").CombinedOutput(); err != nil {
-		t.Fatalf("mcpdup demo: %v\n%s", err, out)
-	}
+	bin, _, db, keys := demoDatabase(t)
 	for _, size := range [][2]int{{80, 24}, {200, 50}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
 			tm := startTmux(t, t.TempDir(), size[0], size[1], "env", "-u", "USER", "-u", "LOGNAME", "NO_COLOR=1", bin, "console", "--db", db, "--key-dir", keys)
@@ -171,9 +155,6 @@ func TestConsoleOnCallInTmux(t *testing.T) {
 // TestEmptyConsoleSaysWhatFillsIt opens the console on an empty database
 // at 80×24 and 200×50: every view says what would fill it.
 func TestEmptyConsoleSaysWhatFillsIt(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
-	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	db, keys := filepath.Join(dir, "empty.db"), filepath.Join(dir, "keys")
@@ -201,8 +182,23 @@ type tmuxSession struct {
 	socket string
 }
 
+// demoDatabase builds the binary and the demo's database for a console
+// test.
+func demoDatabase(t *testing.T) (bin, dir, db, keys string) {
+	t.Helper()
+	bin, dir = buildBinary(t), t.TempDir()
+	db, keys = filepath.Join(dir, "demo.db"), filepath.Join(dir, "keys")
+	if out, err := exec.Command(bin, "demo", "--db", db, "--key-dir", keys, "--no-console").CombinedOutput(); err != nil {
+		t.Fatalf("mcpdup demo: %v\n%s", err, out)
+	}
+	return bin, dir, db, keys
+}
+
 func startTmux(t testing.TB, dir string, w, h int, argv ...string) *tmuxSession {
 	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("this test needs tmux (.ci/run installs it): ", err)
+	}
 	ts := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	args := append([]string{"new-session", "-d", "-s", "e2e", "-x", itoa(w), "-y", itoa(h)}, argv...)
 	ts.run(args...)
