@@ -184,6 +184,13 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		return
 	}
 	defer tx.Rollback()
+	if err := s.lockWrites(bg, tx); err != nil {
+		for i := range results {
+			results[i].err = err
+		}
+		answer()
+		return
+	}
 	chain := &Tx{s: s, tx: tx, ctx: bg} // carries head, next and edge between requests
 	kept := 0
 	for i, req := range batch {

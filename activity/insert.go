@@ -99,6 +99,12 @@ func (w *Tx) insertRows(r *rows) error {
 
 // blameRow finds which of n rows a failed multi-row insert stumbled on.
 func (w *Tx) blameRow(table *insertSQL, args []any, n int, err error) error {
+	if w.s.pg {
+		if re, ok := pgRowBlame(err, table, args, n); ok {
+			return re
+		}
+		return err
+	}
 	for i := range n {
 		row := args[i*table.cols : (i+1)*table.cols]
 		if rerr := w.execNow(table.sqlFor(1), row...); rerr != nil {

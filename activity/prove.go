@@ -321,7 +321,7 @@ func (w *Tx) HasGrant(run RunID, scope string) (bool, error) {
 func (s *Store) ProvenApproval(ctx context.Context, id string) (Approval, error) {
 	// The row and the record it names in one read: a decision committed
 	// between two reads would pair the decided row with its request.
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.r.BeginTx(ctx, s.readTx())
 	if err != nil {
 		return Approval{}, err
 	}

@@ -508,7 +508,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		(SELECT COALESCE(MAX(size), 0) FROM audit_checkpoint),
 		(SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM calls), (SELECT COUNT(*) FROM executions),
 		(SELECT COUNT(*) FROM resolutions), (SELECT COUNT(*) FROM sources),
-		(SELECT page_size FROM pragma_page_size())`).Scan(
+		`+s.pageSizeSQL()).Scan(
 		&st.Records, &st.Checkpoints, &st.SealedSize, &st.Runs, &st.Calls, &st.Executions, &st.Resolutions, &st.Sources, &st.PageSize)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)

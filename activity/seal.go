@@ -88,6 +88,9 @@ func (s *Store) Seal(ctx context.Context, reason SealReason) (Checkpoint, error)
 		return Checkpoint{}, err
 	}
 	defer tx.Rollback()
+	if err := s.lockWrites(ctx, tx); err != nil {
+		return Checkpoint{}, err
+	}
 	cp, err := s.seal(ctx, tx, reason)
 	if err != nil {
 		return cp, fmt.Errorf("seal %s: %w", s.origin, err)

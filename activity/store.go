@@ -99,9 +99,12 @@ func (p SealPolicy) withDefaults() SealPolicy {
 	return p
 }
 
-// Store is the SQLite-backed activity store.
+// Store is the activity store: a SQLite file (the embedded default) or a
+// PostgreSQL database several gateways share (postgres.go).
 type Store struct {
-	path   string
+	path   string // the file, or the URL without its password
+	dsn    string // PostgreSQL: the URL to connect with
+	pg     bool
 	w      *sql.DB // one connection: BEGIN IMMEDIATE serialises writers
 	r      *sql.DB // readers; WAL lets them run beside the writer
 	ckpt   *sql.DB // WAL checkpoints, off the commit path
@@ -136,8 +139,10 @@ type Store struct {
 // ErrNotExist is returned when a read-only open finds no database.
 var ErrNotExist = errors.New("database does not exist")
 
-// Open opens or creates the database at path. A new database file is
-// created 0600 in a 0700 directory, with a fresh origin and signing key.
+// Open opens or creates the database at path: a SQLite file, or a
+// postgres:// URL (IsPostgres). A new database file is created 0600 in a
+// 0700 directory; a new database of either kind gets a fresh origin and
+// signing key.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -152,29 +157,23 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if n := opts.PageSize; n < 512 || n > 65536 || n&(n-1) != 0 {
 		return nil, fmt.Errorf("open %s: page size %d: must be a power of two from 512 to 65536", path, n)
 	}
-	created, err := ensureFile(path, opts.ReadOnly)
-	if err != nil {
-		return nil, err
-	}
-	if created {
-		if err := setPageSize(ctx, path, opts.PageSize); err != nil {
-			return nil, fmt.Errorf("create %s: %w", path, err)
-		}
-	}
 	s := &Store{path: path, opts: opts, stop: make(chan struct{}), closing: make(chan struct{}),
 		writes: make(chan *writeReq), edgeSize: -1}
-	if err := s.openPools(); err != nil {
+	created, err := s.openPools(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.init(ctx, created); err != nil {
 		s.closePools()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", s.path, err)
 	}
 	if !opts.ReadOnly {
 		s.committer.Add(1)
 		go s.commitLoop()
-		s.stopped.Add(1)
-		go s.checkpointLoop()
+		if !s.pg {
+			s.stopped.Add(1)
+			go s.checkpointLoop()
+		}
 	}
 	if !opts.ReadOnly && s.signer != nil {
 		// Records an earlier writer left unsealed (it crashed between a
@@ -182,7 +181,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if n, _, err := s.unsealed(ctx); err == nil && n > 0 {
 			if _, err := s.Seal(ctx, SealRecovery); err != nil {
 				s.Close()
-				return nil, fmt.Errorf("open %s: seal %d records left unsealed: %w", path, n, err)
+				return nil, fmt.Errorf("open %s: seal %d records left unsealed: %w", s.path, n, err)
 			}
 			s.recovered = n
 		}
@@ -247,7 +246,26 @@ func setPageSize(ctx context.Context, path string, size int) error {
 	return nil
 }
 
-func (s *Store) openPools() error {
+// openPools opens the connections to the database, creating a missing
+// SQLite file; created says this open made the database.
+func (s *Store) openPools(ctx context.Context) (created bool, err error) {
+	if IsPostgres(s.path) {
+		s.pg, s.dsn, s.path = true, s.path, redactURL(s.path)
+		return false, s.openPostgresPools() // init creates the schema
+	}
+	created, err = ensureFile(s.path, s.opts.ReadOnly)
+	if err != nil {
+		return false, err
+	}
+	if created {
+		if err := setPageSize(ctx, s.path, s.opts.PageSize); err != nil {
+			return false, fmt.Errorf("create %s: %w", s.path, err)
+		}
+	}
+	return created, s.openSQLitePools()
+}
+
+func (s *Store) openSQLitePools() error {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
@@ -388,6 +406,16 @@ func (s *Store) closePools() {
 }
 
 func (s *Store) init(ctx context.Context, created bool) error {
+	if s.pg {
+		var err error
+		if created, err = s.pgInit(ctx); err != nil {
+			return err
+		}
+		if err := s.loadOrigin(ctx, created); err != nil {
+			return err
+		}
+		return s.loadSigner(created)
+	}
 	var version int
 	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
@@ -441,12 +469,16 @@ func (s *Store) loadOrigin(ctx context.Context, created bool) error {
 	if err := checkOrigin(origin); err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES ('origin', ?), ('created_at', ?)`,
+	// OR IGNORE: another replica may name a new database at the same
+	// moment; the origin is whichever was written first.
+	_, err = s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('origin', ?), ('created_at', ?)`,
 		origin, FormatTime(s.opts.Now()))
 	if err != nil {
 		return fmt.Errorf("write origin: %w", err)
 	}
-	s.origin = origin
+	if err := s.w.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'origin'").Scan(&s.origin); err != nil {
+		return fmt.Errorf("read origin: %w", err)
+	}
 	return nil
 }
 
@@ -490,7 +522,7 @@ func (s *Store) loadSigner(created bool) error {
 	return nil
 }
 
-// Path returns the database file path.
+// Path returns the database file path, or its URL without the password.
 func (s *Store) Path() string { return s.path }
 
 // Origin returns the log origin, which is also the signing key's name.
@@ -522,8 +554,10 @@ func (s *Store) Close() error {
 			// A short wait: a CLI writer (resolve, lock) must not wait on a
 			// console's read to exit; a WAL left behind is the next
 			// writer's to checkpoint.
-			s.walReset.Store(true)
-			s.resetWALOn(s.ckpt)
+			if !s.pg {
+				s.walReset.Store(true)
+				s.resetWALOn(s.ckpt)
+			}
 		}
 		s.closePools()
 	})

@@ -202,8 +202,8 @@ func TestReadOnlyOpenOfMissingFile(t *testing.T) {
 	}
 }
 
-func TestIncidentModel(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testIncidentModel(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	ids, err := activitytest.Incident(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +263,8 @@ func TestIncidentModel(t *testing.T) {
 	}
 }
 
-func TestIllegalTransitionWritesNothing(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testIllegalTransitionWritesNothing(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	ids, err := activitytest.Incident(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -334,8 +334,8 @@ func TestIllegalTransitionWritesNothing(t *testing.T) {
 	}
 }
 
-func TestWriteIsVisibleToAnotherConnectionAtOnce(t *testing.T) {
-	s, keyDir := activitytest.Open(t, activity.Options{})
+func testWriteIsVisibleToAnotherConnectionAtOnce(t *testing.T, eng activitytest.Engine) {
+	s, keyDir := eng.Open(t, activity.Options{})
 	reader, err := activity.Open(ctx, s.Path(), activity.Options{ReadOnly: true, KeyDir: keyDir})
 	if err != nil {
 		t.Fatal(err)
@@ -354,9 +354,9 @@ func TestWriteIsVisibleToAnotherConnectionAtOnce(t *testing.T) {
 	}
 }
 
-func TestSealCadence(t *testing.T) {
+func testSealCadence(t *testing.T, eng activitytest.Engine) {
 	clock := activitytest.NewClock()
-	s, _ := activitytest.Open(t, activity.Options{Now: clock.Now, Seal: activity.SealPolicy{EveryRecords: 10, Every: time.Hour}})
+	s, keyDir := eng.Open(t, activity.Options{Now: clock.Now, Seal: activity.SealPolicy{EveryRecords: 10, Every: time.Hour}})
 	if err := activitytest.Fill(ctx, s, 25, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestSealCadence(t *testing.T) {
 	if err := activitytest.Fill(ctx, s, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	path, keyDir := s.Path(), filepath.Join(filepath.Dir(s.Path()), "keys")
+	path := s.Path()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +399,8 @@ func TestSealCadence(t *testing.T) {
 	}
 }
 
-func TestWithoutKeyRecordsStayUnsealed(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testWithoutKeyRecordsStayUnsealed(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	path := s.Path()
 	s.Close()
 	other, err := activity.Open(ctx, path, activity.Options{KeyDir: t.TempDir()})
@@ -416,8 +416,8 @@ func TestWithoutKeyRecordsStayUnsealed(t *testing.T) {
 	}
 }
 
-func TestConcurrentWritersShareOneChain(t *testing.T) {
-	s, keyDir := activitytest.Open(t, activity.Options{})
+func testConcurrentWritersShareOneChain(t *testing.T, eng activitytest.Engine) {
+	s, keyDir := eng.Open(t, activity.Options{})
 	second, err := activity.Open(ctx, s.Path(), activity.Options{KeyDir: keyDir})
 	if err != nil {
 		t.Fatal(err)
@@ -466,8 +466,8 @@ func TestConcurrentWritersShareOneChain(t *testing.T) {
 // will: from a log that shows the request and the target's answer but not
 // authorization times, the idempotency key or delivery. The store must
 // keep those as "not recorded", never fill them in.
-func TestNotRecordedStaysNotRecorded(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testNotRecordedStaysNotRecorded(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	req := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 	var id activity.ExecutionID
 	_, err := s.Write(ctx, func(w *activity.Tx) error {
@@ -524,13 +524,9 @@ func TestNotRecordedStaysNotRecorded(t *testing.T) {
 		t.Errorf("provenance lost: %+v", e.Source)
 	}
 	// And in the raw table, not-recorded is NULL.
-	db, err := sql.Open("sqlite", s.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := eng.Raw(t, s.Path())
 	var accepted, key sql.NullString
-	if err := db.QueryRow(`SELECT accepted_at, idempotency_key FROM executions WHERE id = ?`, string(id)).Scan(&accepted, &key); err != nil {
+	if err := db.QueryRow(`SELECT accepted_at, idempotency_key FROM executions WHERE id = '`+string(id)+`'`).Scan(&accepted, &key); err != nil {
 		t.Fatal(err)
 	}
 	if accepted.Valid || key.Valid {
@@ -541,8 +537,8 @@ func TestNotRecordedStaysNotRecorded(t *testing.T) {
 // TestGroupCommitIsolatesFailures runs many concurrent writes, some of
 // which fail after appending: shared commits must keep exactly the
 // successful ones, with an unbroken chain.
-func TestGroupCommitIsolatesFailures(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testGroupCommitIsolatesFailures(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	const n = 48
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -605,8 +601,8 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 
 // TestSameIntentAgainAfterCompletionInOneTransaction: the deferred
 // projection writes must not make the unique index see a stale state.
-func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testSameIntentAgainAfterCompletionInOneTransaction(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		for range 2 {
 			e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
@@ -635,7 +631,7 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 		}
 		return nil
 	})
-	if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unique") {
 		t.Fatalf("two unresolved executions of one intent: %v", err)
 	}
 }
@@ -643,8 +639,8 @@ func TestSameIntentAgainAfterCompletionInOneTransaction(t *testing.T) {
 // TestAcceptAndDispatchInOneWrite: the row of an execution accepted and
 // moved on in one request is inserted once, in the state the request left
 // it in; accepting an id that exists fails the whole write.
-func TestAcceptAndDispatchInOneWrite(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testAcceptAndDispatchInOneWrite(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	var id activity.ExecutionID
 	_, err := s.Write(ctx, func(w *activity.Tx) error {
 		e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "a", Tool: "t", Channel: activity.ChannelHTTP},
@@ -694,8 +690,8 @@ func TestAcceptAndDispatchInOneWrite(t *testing.T) {
 // TestBulkRowErrorNamesTheLine: imported executions and calls are
 // inserted many per statement; one the store refuses is still named, with
 // the line of the file it came from, and nothing of the write is kept.
-func TestBulkRowErrorNamesTheLine(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testBulkRowErrorNamesTheLine(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	var src activity.Source
 	var taken activity.ExecutionID
 	_, err := s.Write(ctx, func(w *activity.Tx) error {
@@ -726,7 +722,7 @@ func TestBulkRowErrorNamesTheLine(t *testing.T) {
 		return nil
 	})
 	var re *activity.RowError
-	if !errors.As(err, &re) || re.Line != 170 || !strings.Contains(err.Error(), string(taken)) || !strings.Contains(err.Error(), "UNIQUE") {
+	if !errors.As(err, &re) || re.Line != 170 || !strings.Contains(err.Error(), string(taken)) || !strings.Contains(strings.ToLower(err.Error()), "unique") {
 		t.Fatalf("duplicate execution id: %v (%+v)", err, re)
 	}
 	if after, _ := s.LogSize(ctx); after != before {
@@ -806,8 +802,8 @@ func TestMigrationFromVersion1(t *testing.T) {
 // the model's one state machine: every execution, rebuilt from the state
 // it was accepted in and its recorded transitions through Execution.Apply,
 // is the row the writer stored.
-func TestApplyRebuildsEveryStoredExecution(t *testing.T) {
-	s, _ := activitytest.Open(t, activity.Options{})
+func testApplyRebuildsEveryStoredExecution(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
 	if _, err := activitytest.Incident(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -904,5 +900,113 @@ func TestWALStaysBounded(t *testing.T) {
 		passive>>10, bounded>>10, limit>>10)
 	if bounded > 3*limit {
 		t.Fatalf("the WAL reached %d KiB, past 3× the %d KiB limit", bounded>>10, limit>>10)
+	}
+}
+
+// testOneExecutionAcrossWriters: two stores on one database, as two
+// gateway replicas are, each take the same intent from many goroutines at
+// once and match it the way the gateway does (the newest execution of the
+// fingerprint, else a new one, dispatched in the same write). Exactly one
+// execution is created; every other request finds it.
+func testOneExecutionAcrossWriters(t *testing.T, eng activitytest.Engine) {
+	s, keyDir := eng.Open(t, activity.Options{})
+	second, err := activity.Open(ctx, s.Path(), activity.Options{KeyDir: keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	const perStore = 12
+	var created, attached atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perStore)
+	for _, st := range []*activity.Store{s, second} {
+		for range perStore {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := st.Write(ctx, func(w *activity.Tx) error {
+					prior, err := w.LatestMatch("fp-deploy", "agent:a", "run")
+					if err != nil {
+						return err
+					}
+					if prior != nil {
+						attached.Add(1)
+						return nil
+					}
+					e, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:a", Tool: "deploy", Channel: activity.ChannelHTTP, IntentScope: "run"},
+						Fingerprint: "fp-deploy", Contract: activity.ContractRepeatableWithKey})
+					if err != nil {
+						return err
+					}
+					for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched} {
+						if _, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: to}); err != nil {
+							return err
+						}
+					}
+					created.Add(1)
+					return nil
+				})
+				errs <- err
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if created.Load() != 1 || attached.Load() != 2*perStore-1 {
+		t.Fatalf("%d executions created, %d requests attached; want 1 and %d", created.Load(), attached.Load(), 2*perStore-1)
+	}
+	st, _ := second.Stats(ctx)
+	if st.Executions != 1 || st.ByState[activity.StateDispatched] != 1 {
+		t.Fatalf("stored: %+v", st)
+	}
+}
+
+// testSecondUnresolvedRefusedByTheDatabase: whatever a writer does, the
+// database itself refuses a second unresolved execution of one intent.
+func testSecondUnresolvedRefusedByTheDatabase(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
+	accept := func() error {
+		_, err := s.Write(ctx, func(w *activity.Tx) error {
+			_, err := w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:a", Tool: "deploy", Channel: activity.ChannelHTTP, IntentScope: "run"},
+				Fingerprint: "fp-deploy", Contract: activity.ContractRepeatableWithKey})
+			return err
+		})
+		return err
+	}
+	if err := accept(); err != nil {
+		t.Fatal(err)
+	}
+	err := accept()
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unique") {
+		t.Fatalf("second unresolved execution of one intent: %v", err)
+	}
+	if st, _ := s.Stats(ctx); st.Executions != 1 {
+		t.Fatalf("%d executions stored", st.Executions)
+	}
+}
+
+// testTablesProvenByTheLog: the tables rebuilt from the log equal the
+// stored ones, and a row edited behind the store's back is named.
+func testTablesProvenByTheLog(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
+	if _, err := activitytest.Incident(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.CheckTables(ctx)
+	if err != nil || len(rep.Problems) != 0 || rep.Rows == 0 {
+		t.Fatalf("untouched: %v, %+v", err, rep)
+	}
+	res, err := eng.Raw(t, s.Path()).Exec(`UPDATE executions SET state = 'delivered' WHERE state = 'unknown'`)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("tamper: %v, %d rows", err, n)
+	}
+	rep, err = s.CheckTables(ctx)
+	if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Table != "executions" || !strings.Contains(rep.Problems[0].Message, `state is "delivered"`) {
+		t.Fatalf("edited state: %v, %+v", err, rep)
 	}
 }

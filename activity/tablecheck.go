@@ -202,7 +202,7 @@ type Snapshot struct {
 
 // Snapshot begins a read transaction and fixes it with a first read.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.r.BeginTx(ctx, s.readTx())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}

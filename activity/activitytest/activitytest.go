@@ -5,6 +5,7 @@ package activitytest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for Raw
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/internal/pgtest"
 )
 
 // Clock is a deterministic clock: each call advances it by Step.
@@ -37,16 +40,41 @@ func NewClock() *Clock {
 	return &Clock{T: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), Step: 250 * time.Millisecond}
 }
 
-// Open creates a store in a temporary directory, with its key directory
-// beside it, closed when the test ends.
+// Open creates a SQLite store in a temporary directory, with its key
+// directory beside it, closed when the test ends.
 func Open(tb testing.TB, opts activity.Options) (*activity.Store, string) {
 	tb.Helper()
-	dir := tb.TempDir()
-	if opts.KeyDir == "" {
-		opts.KeyDir = filepath.Join(dir, "keys")
+	return SQLite.Open(tb, opts)
+}
+
+// Engine is a database the store runs on; store tests run on each.
+type Engine string
+
+const (
+	SQLite   Engine = "sqlite"
+	Postgres Engine = "postgres" // a throwaway cluster (pgtest), or MCPDUP_TEST_POSTGRES
+)
+
+// Engines are the engines store tests run on.
+var Engines = []Engine{SQLite, Postgres}
+
+// DB returns a new, empty database on e: a file path or a URL.
+func (e Engine) DB(tb testing.TB) string {
+	tb.Helper()
+	if e == Postgres {
+		return pgtest.DB(tb)
 	}
-	path := filepath.Join(dir, "mcpdup.db")
-	s, err := activity.Open(context.Background(), path, opts)
+	return filepath.Join(tb.TempDir(), "mcpdup.db")
+}
+
+// Open creates a store on e, with a key directory of its own, closed
+// when the test ends.
+func (e Engine) Open(tb testing.TB, opts activity.Options) (*activity.Store, string) {
+	tb.Helper()
+	if opts.KeyDir == "" {
+		opts.KeyDir = filepath.Join(tb.TempDir(), "keys")
+	}
+	s, err := activity.Open(context.Background(), e.DB(tb), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -466,4 +494,20 @@ func CopyDir(tb testing.TB, from, to string) {
 			CopyFile(tb, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
 		}
 	}
+}
+
+// Raw opens db (a path or URL from DB) with its driver alone, for a test
+// that reads or edits tables behind the store's back; closed when tb ends.
+func (e Engine) Raw(tb testing.TB, db string) *sql.DB {
+	tb.Helper()
+	driver := "sqlite"
+	if e == Postgres {
+		driver = "pgx"
+	}
+	r, err := sql.Open(driver, db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
 }
