@@ -59,8 +59,8 @@ func (s *Store) readTx() *sql.TxOptions {
 	return &sql.TxOptions{ReadOnly: true}
 }
 
-// redactURL is a URL fit to show: without its password.
-func redactURL(dsn string) string {
+// RedactURL is a database URL fit to show: without its password.
+func RedactURL(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "postgres://(unparsable URL)"
@@ -314,4 +314,44 @@ func (s *Store) pageSizeSQL() string {
 		return `(SELECT current_setting('block_size')::bigint)`
 	}
 	return `(SELECT page_size FROM pragma_page_size())`
+}
+
+// gatewayLock is the session advisory lock a gateway holds on a
+// PostgreSQL database for its whole life, where on SQLite it holds a lock
+// file: until replicas hold leases, one gateway per database.
+const gatewayLock = writeLock + 1
+
+// ErrGatewayLocked says another gateway holds a PostgreSQL database.
+var ErrGatewayLocked = errors.New("another gateway holds this database")
+
+// LockGateway takes the gateway lock of the PostgreSQL database at dsn on
+// a connection of its own, without waiting; release lets it go. A
+// connection that dies lets the lock go with it.
+func LockGateway(ctx context.Context, dsn string) (release func() error, err error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", RedactURL(dsn), err)
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(gatewayLock)).Scan(&got); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("lock %s: %w", RedactURL(dsn), err)
+	}
+	if !got {
+		conn.Close(ctx)
+		return nil, ErrGatewayLocked
+	}
+	return func() error { return conn.Close(context.Background()) }, nil
+}
+
+// IsPostgres reports whether the store is on PostgreSQL.
+func (s *Store) IsPostgres() bool { return s.pg }
+
+// LockGateway takes the gateway lock of the store's PostgreSQL database
+// (see LockGateway).
+func (s *Store) LockGateway(ctx context.Context) (release func() error, err error) {
+	if !s.pg {
+		return nil, errors.New("the gateway lock of a SQLite database is its lock file")
+	}
+	return LockGateway(ctx, s.dsn)
 }

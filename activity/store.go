@@ -178,7 +178,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly && s.signer != nil {
 		// Records an earlier writer left unsealed (it crashed between a
 		// commit and its seal) are sealed now, and the checkpoint says so.
-		if n, _, err := s.unsealed(ctx); err == nil && n > 0 {
+		// Not on PostgreSQL: there the tail may be a live replica's.
+		if n, _, err := s.unsealed(ctx); err == nil && n > 0 && !s.pg {
 			if _, err := s.Seal(ctx, SealRecovery); err != nil {
 				s.Close()
 				return nil, fmt.Errorf("open %s: seal %d records left unsealed: %w", s.path, n, err)
@@ -250,7 +251,7 @@ func setPageSize(ctx context.Context, path string, size int) error {
 // SQLite file; created says this open made the database.
 func (s *Store) openPools(ctx context.Context) (created bool, err error) {
 	if IsPostgres(s.path) {
-		s.pg, s.dsn, s.path = true, s.path, redactURL(s.path)
+		s.pg, s.dsn, s.path = true, s.path, RedactURL(s.path)
 		return false, s.openPostgresPools() // init creates the schema
 	}
 	created, err = ensureFile(s.path, s.opts.ReadOnly)

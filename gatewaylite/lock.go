@@ -1,11 +1,15 @@
 package gatewaylite
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/mcpdup/mcpdup/activity"
 )
 
 // LockedError is returned by New when another gateway process holds the
@@ -17,6 +21,9 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
+	if activity.IsPostgres(e.Path) {
+		return fmt.Sprintf("another gateway is running on %s; stop it first (replicas on one PostgreSQL database need leases, which this mcpdup does not hold yet)", e.Path)
+	}
 	holder := "another process"
 	if e.PID > 0 {
 		holder = "process " + strconv.Itoa(e.PID)
@@ -50,7 +57,31 @@ type DatabaseLock struct {
 // before the store is opened for writing: opening seals what a crashed
 // writer left, which must not happen to a live gateway's tail.
 func LockDatabase(path string) (*DatabaseLock, error) {
+	if activity.IsPostgres(path) {
+		release, err := activity.LockGateway(context.Background(), path)
+		return postgresLock(release, err, activity.RedactURL(path))
+	}
 	release, err := lockDatabase(path)
+	if err != nil {
+		return nil, err
+	}
+	return &DatabaseLock{release: release}, nil
+}
+
+// lockStore takes the gateway lock of an open store.
+func lockStore(s *activity.Store) (*DatabaseLock, error) {
+	if !s.IsPostgres() {
+		return LockDatabase(s.Path())
+	}
+	release, err := s.LockGateway(context.Background())
+	return postgresLock(release, err, s.Path())
+}
+
+// postgresLock is the lock a PostgreSQL database's LockGateway took.
+func postgresLock(release func() error, err error, shown string) (*DatabaseLock, error) {
+	if errors.Is(err, activity.ErrGatewayLocked) {
+		return nil, &LockedError{Path: shown}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/internal/pgtest"
 )
 
 var (
@@ -48,6 +49,7 @@ func buildBinary(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.StopShared()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -183,7 +183,7 @@ func dryRunStores(ctx context.Context, g *Globals) (scratch, seen *activity.Stor
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
-	if _, err := os.Stat(g.dbPath()); err == nil {
+	if ok, _ := g.dbExists(); ok {
 		if seen, err = g.openStore(ctx, readStore); err != nil {
 			scratch.Close()
 			os.RemoveAll(dir)

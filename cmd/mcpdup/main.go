@@ -59,18 +59,36 @@ func buildVersion() string {
 
 // Globals are the flags every command shares.
 type Globals struct {
-	DB     string `name:"db" env:"MCPDUP_DB" placeholder:"PATH" help:"SQLite database (default: ${default_db})." type:"path"`
+	DB     string `name:"db" env:"MCPDUP_DB" placeholder:"PATH|URL" help:"SQLite database file, or a postgres:// URL that several gateways share (default: ${default_db})."`
 	KeyDir string `name:"key-dir" env:"MCPDUP_KEY_DIR" placeholder:"DIR" help:"Directory of signing keys, kept outside the database (default: ${default_key_dir})." type:"path"`
 
 	stdout, stderr io.Writer
 }
 
-// dbPath returns --db, $MCPDUP_DB or the default.
+// dbPath returns --db, $MCPDUP_DB or the default: a file path made
+// absolute (~ expanded), or a postgres:// URL as given.
 func (g *Globals) dbPath() string {
-	if g.DB != "" {
+	if g.DB == "" {
+		return activity.DefaultDB()
+	}
+	if activity.IsPostgres(g.DB) {
 		return g.DB
 	}
-	return activity.DefaultDB()
+	return kong.ExpandPath(g.DB)
+}
+
+// dbExists says whether there is a database to read: a file, or (not
+// known before connecting) a PostgreSQL database.
+func (g *Globals) dbExists() (bool, error) {
+	path := g.dbPath()
+	if activity.IsPostgres(path) {
+		return true, nil
+	}
+	_, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // storeMode says how a command opens the database.
@@ -89,18 +107,34 @@ const (
 // (activity.ImportPageSize).
 func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
 	path := g.dbPath()
+	noDB := func() error {
+		return &exitError{code: 2, err: fmt.Errorf("no database at %s: mcpdup demo builds one with a scripted incident, mcpdup import FILE builds one from a log, mcpdup gateway records into one (or give --db)", shown(path))}
+	}
 	if mode == writeStore || mode == readStore {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, &exitError{code: 2, err: fmt.Errorf("no database at %s: mcpdup demo builds one with a scripted incident, mcpdup import FILE builds one from a log, mcpdup gateway records into one (or give --db)", path)}
-		} else if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
+		if ok, err := g.dbExists(); err != nil {
+			return nil, fmt.Errorf("open %s: %w", shown(path), err)
+		} else if !ok {
+			return nil, noDB()
 		}
 	}
 	opts := activity.Options{ReadOnly: mode == readStore, KeyDir: g.keyDir()}
 	if mode == importStore {
 		opts.PageSize = activity.ImportPageSize
 	}
-	return activity.Open(ctx, path, opts)
+	s, err := activity.Open(ctx, path, opts)
+	if errors.Is(err, activity.ErrNotExist) {
+		return nil, noDB()
+	}
+	return s, err
+}
+
+// shown is a database path or URL fit to print: a URL's password is
+// left out.
+func shown(db string) string {
+	if activity.IsPostgres(db) {
+		return activity.RedactURL(db)
+	}
+	return db
 }
 
 // operatorName is who acts, as git finds an author: the flag (which kong
@@ -260,9 +294,9 @@ func firstRun(parser *kong.Kong, g *Globals, w io.Writer) int {
 	if err == nil {
 		ctx.PrintUsage(true)
 	}
-	db := g.dbPath()
+	db := shown(g.dbPath())
 	fmt.Fprintln(w)
-	if _, err := os.Stat(db); err != nil {
+	if ok, _ := g.dbExists(); !ok {
 		fmt.Fprintf(w, "No database yet at %s. To start:\n", db)
 		fmt.Fprintln(w, "  mcpdup demo                       a scripted incident in a fresh database, opened in the console (no setup)")
 		fmt.Fprintln(w, "  mcpdup import FILE...             import activity logs (Sallyport, OTLP, HAR, MCP logs, Envoy, nginx, Traefik, Kong, mcpdup exports)")

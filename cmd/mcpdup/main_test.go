@@ -106,9 +106,11 @@ func TestHelpHasExamples(t *testing.T) {
 // TestOperatorFlow walks what an on-call engineer does: status, resolve a
 // pending execution, pin the key, export, verify both, keep a checkpoint
 // elsewhere and detect a rollback with it.
-func TestOperatorFlow(t *testing.T) {
+func TestOperatorFlow(t *testing.T) { onEngines(t, testOperatorFlow) }
+
+func testOperatorFlow(t *testing.T, eng activitytest.Engine) {
 	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "ops.db"), filepath.Join(dir, "keys")
+	db, keys := eng.DB(t), filepath.Join(dir, "keys")
 	t.Setenv("MCPDUP_KEY_DIR", keys)
 	t.Setenv("MCPDUP_DB", db)
 	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
@@ -216,8 +218,17 @@ func TestShellCompletion(t *testing.T) {
 	}
 }
 
-func TestAnalyzeCommand(t *testing.T) {
-	dir, _ := demoDB(t)
+func TestAnalyzeCommand(t *testing.T) { onEngines(t, testAnalyzeCommand) }
+
+// onEngines runs a command-line test on a SQLite file and on PostgreSQL.
+func onEngines(t *testing.T, fn func(t *testing.T, eng activitytest.Engine)) {
+	for _, eng := range activitytest.Engines {
+		t.Run(string(eng), func(t *testing.T) { fn(t, eng) })
+	}
+}
+
+func testAnalyzeCommand(t *testing.T, eng activitytest.Engine) {
+	dir, _ := demoDBOn(t, eng)
 
 	code, out, errs := mcpdup(t, "analyze", "-o", "json")
 	var res struct {
@@ -498,8 +509,14 @@ func TestHostileTextNeverReachesTheTerminal(t *testing.T) {
 // commands at it (MCPDUP_DB, MCPDUP_KEY_DIR).
 func demoDB(t *testing.T) (dir, db string) {
 	t.Helper()
+	return demoDBOn(t, activitytest.SQLite)
+}
+
+// demoDBOn builds the demo's database on eng and points MCPDUP_DB at it.
+func demoDBOn(t *testing.T, eng activitytest.Engine) (dir, db string) {
+	t.Helper()
 	dir = t.TempDir()
-	db, keys := filepath.Join(dir, "incident.db"), filepath.Join(dir, "keys")
+	db, keys := eng.DB(t), filepath.Join(dir, "keys")
 	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
 	if err != nil {
 		t.Fatal(err)

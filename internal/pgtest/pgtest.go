@@ -40,10 +40,16 @@ var (
 // Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// StopShared stops the cluster DB started, if it did; for a TestMain that
+// has more to do than Main.
+func StopShared() {
 	if shared != nil {
 		shared.Stop()
 	}
-	os.Exit(code)
 }
 
 // DB returns the URL of a new, empty database, dropped when tb ends. The
