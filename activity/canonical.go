@@ -141,6 +141,7 @@ func (t Transition) appendCanonical(dst []byte) ([]byte, bool) {
 	}
 	o.strOmit("reason", t.Reason)
 	o.strOmit("replayed", t.Replayed)
+	o.strOmit("replica", t.Replica)
 	o.strOmit("result_ref", t.ResultRef)
 	stringList(&o, "shows", t.Shows)
 	o.source(t.Source)
@@ -202,6 +203,7 @@ func (e Execution) appendCanonical(dst []byte) ([]byte, bool) {
 	stringList(&o, "not_recorded", e.NotRecorded)
 	o.strOmit("outcome", string(e.Outcome))
 	o.strOmit("replayed", e.Replayed)
+	o.strOmit("replica", e.Replica)
 	o.strOmit("result_ref", e.ResultRef)
 	o.strOmit("run_id", string(e.RunID))
 	o.source(e.Source)

@@ -36,6 +36,7 @@ var storeTests = []struct {
 	{"OneExecutionAcrossWriters", testOneExecutionAcrossWriters},
 	{"SecondUnresolvedRefusedByTheDatabase", testSecondUnresolvedRefusedByTheDatabase},
 	{"TablesProvenByTheLog", testTablesProvenByTheLog},
+	{"LeaseClaimedOnce", testLeaseClaimedOnce},
 }
 
 func TestStore(t *testing.T) {

@@ -144,6 +144,8 @@ func decodeTransition(data []byte) (*Transition, bool) {
 			t.Reason = s.str()
 		case "replayed":
 			t.Replayed = s.str()
+		case "replica":
+			t.Replica = s.str()
 		case "result_ref":
 			t.ResultRef = s.str()
 		case "shows":

@@ -248,6 +248,11 @@ type Execution struct {
 	// earlier request's (Idempotent-Replayed: true); empty: none shown.
 	Replayed string `json:"replayed,omitempty"`
 	Error    string `json:"error,omitempty"` // last failure or rejection reason
+	// Replica is the gateway replica that last took the execution in hand
+	// (accepted or dispatched it): whose lease's end means nobody is
+	// dispatching it any more (lease.go). Empty: not a gateway's, or
+	// written before replicas held leases.
+	Replica string `json:"replica,omitempty"`
 	// Outcome is what the target's answer said, kept after delivery moves
 	// the state on: "success", "failure", or empty while unknown.
 	Outcome Outcome `json:"outcome,omitempty"`
@@ -302,6 +307,9 @@ type Transition struct {
 	Shows  []string `json:"shows,omitempty"`
 	Reason string   `json:"reason,omitempty"`
 	CallID CallID   `json:"call_id,omitempty"` // the call that caused it, when one did
+	// Replica is the gateway replica that takes the execution in hand with
+	// this step (a dispatch, a resend); empty: the owner does not change.
+	Replica string `json:"replica,omitempty"`
 	// Implied: the source does not record this step; a later one implies
 	// it (an importer's dispatch before a recorded answer). It is drawn as
 	// such and never cited as evidence.

@@ -88,7 +88,9 @@ func (s *Store) openPostgresPools() error {
 		r.Close()
 		return fmt.Errorf("open %s: %w", s.path, err)
 	}
-	s.w, s.r = w, r
+	ops := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
+	ops.SetMaxOpenConns(2)
+	s.w, s.r, s.ops = w, r, ops
 	return nil
 }
 
@@ -316,42 +318,5 @@ func (s *Store) pageSizeSQL() string {
 	return `(SELECT page_size FROM pragma_page_size())`
 }
 
-// gatewayLock is the session advisory lock a gateway holds on a
-// PostgreSQL database for its whole life, where on SQLite it holds a lock
-// file: until replicas hold leases, one gateway per database.
-const gatewayLock = writeLock + 1
-
-// ErrGatewayLocked says another gateway holds a PostgreSQL database.
-var ErrGatewayLocked = errors.New("another gateway holds this database")
-
-// LockGateway takes the gateway lock of the PostgreSQL database at dsn on
-// a connection of its own, without waiting; release lets it go. A
-// connection that dies lets the lock go with it.
-func LockGateway(ctx context.Context, dsn string) (release func() error, err error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", RedactURL(dsn), err)
-	}
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(gatewayLock)).Scan(&got); err != nil {
-		conn.Close(ctx)
-		return nil, fmt.Errorf("lock %s: %w", RedactURL(dsn), err)
-	}
-	if !got {
-		conn.Close(ctx)
-		return nil, ErrGatewayLocked
-	}
-	return func() error { return conn.Close(context.Background()) }, nil
-}
-
 // IsPostgres reports whether the store is on PostgreSQL.
 func (s *Store) IsPostgres() bool { return s.pg }
-
-// LockGateway takes the gateway lock of the store's PostgreSQL database
-// (see LockGateway).
-func (s *Store) LockGateway(ctx context.Context) (release func() error, err error) {
-	if !s.pg {
-		return nil, errors.New("the gateway lock of a SQLite database is its lock file")
-	}
-	return LockGateway(ctx, s.dsn)
-}

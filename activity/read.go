@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 const executionSelect = `SELECT id, actor, tool, channel, target, method, credential_ref, arguments, intent_scope,
 	fingerprint, fingerprint_key_id, run_id, contract, state, created_by_call, idempotency_key, target_status, exit_code,
 	result_ref, error, accepted_at, authorized_at, rejected_at, dispatched_at, observed_at, delivered_at, resolved_at,
-	not_recorded, source_id, source_line, outcome, attach_window_ms, created, replayed, source_record, seq FROM executions`
+	not_recorded, source_id, source_line, outcome, attach_window_ms, created, replayed, source_record, seq, replica FROM executions`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -27,12 +27,13 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 		fp, fpKey, runID, byCall, idemKey, resRef, msg sql.NullString
 		status, exit, srcLine, window                  sql.NullInt64
 		srcID, outcome, created, replayed, srcRecord   sql.NullString
+		replica                                        sql.NullString
 		times                                          [7]sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Actor, &e.Tool, &e.Channel, &e.Target, &e.Method, &e.CredentialRef, &args, &e.IntentScope,
 		&fp, &fpKey, &runID, &e.Contract, &e.State, &byCall, &idemKey, &status, &exit, &resRef, &msg,
 		&times[0], &times[1], &times[2], &times[3], &times[4], &times[5], &times[6], &notRecorded, &srcID, &srcLine, &outcome, &window,
-		&created, &replayed, &srcRecord, &e.Seq)
+		&created, &replayed, &srcRecord, &e.Seq, &replica)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("execution %s: %w", id, ErrNotFound)
 	}
@@ -59,7 +60,7 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 	}
 	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64, srcRecord.String}
 	e.Outcome = Outcome(outcome.String)
-	e.Created, e.Replayed = created.String, replayed.String
+	e.Created, e.Replayed, e.Replica = created.String, replayed.String, replica.String
 	if window.Valid {
 		e.Window = Some(time.Duration(window.Int64) * time.Millisecond)
 	}
@@ -263,19 +264,19 @@ func (s *Store) Run(ctx context.Context, id RunID) (Run, error) {
 }
 
 const transitionSelect = `SELECT seq, execution_id, from_state, to_state, at, target_status, exit_code, result_ref, reason, call_id,
-	created, replayed, implied, source_id, source_line, source_record, shows FROM transitions`
+	created, replayed, implied, source_id, source_line, source_record, shows, replica FROM transitions`
 
 func scanTransition(row rowScanner) (Transition, error) {
 	var (
 		t                              Transition
 		from, at, ref, why, call       sql.NullString
 		created, replayed, src, record sql.NullString
-		shows                          sql.NullString
+		shows, replica                 sql.NullString
 		status, exit, line             sql.NullInt64
 		implied                        int
 	)
 	if err := row.Scan(&t.Seq, &t.ExecutionID, &from, &t.To, &at, &status, &exit, &ref, &why, &call,
-		&created, &replayed, &implied, &src, &line, &record, &shows); err != nil {
+		&created, &replayed, &implied, &src, &line, &record, &shows, &replica); err != nil {
 		return t, err
 	}
 	if shows.Valid {
@@ -283,7 +284,7 @@ func scanTransition(row rowScanner) (Transition, error) {
 			return t, fmt.Errorf("transition %d: shows: %w", t.Seq, err)
 		}
 	}
-	t.Created, t.Replayed, t.Implied = created.String, replayed.String, implied != 0
+	t.Created, t.Replayed, t.Implied, t.Replica = created.String, replayed.String, implied != 0, replica.String
 	t.Source = Provenance{SourceID(src.String), line.Int64, record.String}
 	t.From, t.ResultRef, t.Reason, t.CallID = State(from.String), ref.String, why.String, CallID(call.String)
 	t.TargetStatus = Opt[int]{int(status.Int64), status.Valid}

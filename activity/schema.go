@@ -279,6 +279,27 @@ ALTER TABLE sources ADD COLUMN origin TEXT;
 ALTER TABLE sources ADD COLUMN head TEXT;
 CREATE INDEX sources_origin ON sources(origin, seq) WHERE origin IS NOT NULL;
 `,
+	// 13: gateway replicas. An execution records the replica that took it
+	// in hand (accepted, dispatched); each replica holds a lease, renewed
+	// while it lives, and the executions of one whose lease ran out are
+	// recovered once, by another (lease.go). The leases are operational
+	// state, outside the signed log: the recoveries they cause are in it.
+	`
+ALTER TABLE executions ADD COLUMN replica TEXT;
+ALTER TABLE transitions ADD COLUMN replica TEXT;
+CREATE INDEX executions_replica ON executions(replica, state) WHERE replica IS NOT NULL;
+CREATE TABLE replicas(
+	id           TEXT PRIMARY KEY,
+	name         TEXT NOT NULL,     -- the configured name, or the host
+	pid          INTEGER NOT NULL,
+	started_at   TEXT NOT NULL,
+	renewed_ms   INTEGER NOT NULL,  -- the database's clock, ms since 1970, at the last renewal
+	expires_ms   INTEGER NOT NULL,  -- the lease runs out then, unless renewed
+	ended_at     TEXT,              -- a clean shutdown
+	recovered_by TEXT,              -- the replica that recovered its executions
+	recovered_at TEXT
+) STRICT;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -173,6 +173,9 @@ func (e *Execution) Apply(t Transition) error {
 	if t.Replayed != "" {
 		e.Replayed = t.Replayed
 	}
+	if t.Replica != "" {
+		e.Replica = t.Replica
+	}
 	if t.Reason != "" && errorState(t.To) {
 		e.Error = t.Reason
 	}

@@ -105,6 +105,7 @@ type Store struct {
 	path   string // the file, or the URL without its password
 	dsn    string // PostgreSQL: the URL to connect with
 	pg     bool
+	ops    *sql.DB // PostgreSQL: writes outside the write lock (lease renewals)
 	w      *sql.DB // one connection: BEGIN IMMEDIATE serialises writers
 	r      *sql.DB // readers; WAL lets them run beside the writer
 	ckpt   *sql.DB // WAL checkpoints, off the commit path
@@ -401,6 +402,9 @@ func (s *Store) checkpointWAL(mode string) {
 func (s *Store) closePools() {
 	s.r.Close()
 	s.w.Close()
+	if s.ops != nil {
+		s.ops.Close()
+	}
 	if s.ckpt != nil {
 		s.ckpt.Close()
 	}

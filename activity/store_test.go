@@ -753,10 +753,11 @@ func TestMigrationFromVersion1(t *testing.T) {
 	undo := []string{"DROP INDEX executions_match", "CREATE INDEX executions_match ON executions(fingerprint, actor, intent_scope)", "DROP INDEX audit_log_vault",
 		"DROP INDEX sources_content", "ALTER TABLE sources DROP COLUMN content_sha256", "DROP INDEX approvals_execution",
 		"DROP INDEX calls_source_record", "ALTER TABLE sources DROP COLUMN unsigned_from", "DROP INDEX executions_by_effect", "DROP INDEX executions_seq",
-		"DROP INDEX sources_origin", "ALTER TABLE sources DROP COLUMN origin", "ALTER TABLE sources DROP COLUMN head"}
-	for table, cols := range map[string][]string{ // migrations 3 and 4's columns
-		"executions": {"created", "replayed", "source_record"}, "calls": {"source_record"}, "runs": {"source_record"},
-		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows"},
+		"DROP INDEX sources_origin", "ALTER TABLE sources DROP COLUMN origin", "ALTER TABLE sources DROP COLUMN head",
+		"DROP INDEX executions_replica", "DROP TABLE replicas"}
+	for table, cols := range map[string][]string{ // migrations 3, 4 and 13's columns
+		"executions": {"created", "replayed", "source_record", "replica"}, "calls": {"source_record"}, "runs": {"source_record"},
+		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows", "replica"},
 	} {
 		for _, c := range cols {
 			undo = append(undo, "ALTER TABLE "+table+" DROP COLUMN "+c)
@@ -1008,5 +1009,92 @@ func testTablesProvenByTheLog(t *testing.T, eng activitytest.Engine) {
 	rep, err = s.CheckTables(ctx)
 	if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Table != "executions" || !strings.Contains(rep.Problems[0].Message, `state is "delivered"`) {
 		t.Fatalf("edited state: %v, %+v", err, rep)
+	}
+}
+
+// testLeaseClaimedOnce: a replica's lease is claimed only once it has run
+// out, by exactly one of many concurrent claimants, and its holder then
+// learns it lost it; a lease renewed in time is never claimed.
+func testLeaseClaimedOnce(t *testing.T, eng activitytest.Engine) {
+	s, keyDir := eng.Open(t, activity.Options{})
+	other, err := activity.Open(ctx, s.Path(), activity.Options{KeyDir: keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	claim := func(st *activity.Store, id, by string) bool {
+		var got bool
+		if _, err := st.Write(ctx, func(w *activity.Tx) (err error) {
+			got, err = w.ClaimLease(id, by, false)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	live, err := s.StartLease(ctx, "a", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := s.StartLease(ctx, "b", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim(other, short.ID, "gw_other") {
+		t.Fatal("a lease was claimed before it ran out")
+	}
+	// The live one is renewed throughout; the short one is left to lapse.
+	stop := make(chan struct{})
+	renewed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				renewed <- nil
+				return
+			case <-time.After(100 * time.Millisecond):
+				if err := s.RenewLease(ctx, live); err != nil {
+					renewed <- err
+					return
+				}
+			}
+		}
+	}()
+	time.Sleep(400 * time.Millisecond)
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		st := []*activity.Store{s, other}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if claim(st, short.ID, fmt.Sprintf("gw_%d", i)) {
+				wins.Add(1)
+			}
+			if claim(st, live.ID, fmt.Sprintf("gw_%d", i)) {
+				t.Errorf("a renewed lease was claimed")
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-renewed; err != nil {
+		t.Fatalf("renewing the live lease: %v", err)
+	}
+	if wins.Load() != 1 {
+		t.Fatalf("a lapsed lease was claimed %d times, want once", wins.Load())
+	}
+	if err := s.RenewLease(ctx, short); !errors.Is(err, activity.ErrLeaseLost) {
+		t.Fatalf("renewing a claimed lease: %v", err)
+	}
+	if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.HoldsLease(short.ID) }); !errors.Is(err, activity.ErrLeaseLost) {
+		t.Fatalf("fence of a claimed lease: %v", err)
+	}
+	if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.HoldsLease(live.ID) }); err != nil {
+		t.Fatalf("fence of a live lease: %v", err)
+	}
+	leases, err := other.Leases(ctx)
+	if err != nil || len(leases) != 2 {
+		t.Fatalf("leases: %v %+v", err, leases)
 	}
 }

@@ -39,12 +39,12 @@ var (
 			"fingerprint", "fingerprint_key_id", "run_id", "contract", "state", "created_by_call", "attach_window_ms", "idempotency_key",
 			"accepted_at", "not_recorded", "source_id", "source_line", "seq", "updated_seq", "authorized_at", "rejected_at", "dispatched_at",
 			"observed_at", "delivered_at", "resolved_at", "target_status", "exit_code", "result_ref", "error", "outcome", "created", "replayed",
-			"source_record"},
+			"source_record", "replica"},
 		mutable: []string{"state", "authorized_at", "rejected_at", "dispatched_at", "observed_at", "delivered_at", "resolved_at",
-			"target_status", "exit_code", "result_ref", "error", "outcome", "created", "replayed", "updated_seq"}}
+			"target_status", "exit_code", "result_ref", "error", "outcome", "created", "replayed", "updated_seq", "replica"}}
 	transitionsTable = &table{name: "transitions", key: 0, seqCol: 0,
 		cols: []string{"seq", "execution_id", "from_state", "to_state", "at", "target_status", "exit_code", "result_ref", "reason", "call_id",
-			"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows"}}
+			"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows", "replica"}}
 	resolutionsTable = &table{name: "resolutions", key: 0, seqCol: 0,
 		cols: []string{"seq", "execution_id", "outcome", "operator", "note", "evidence", "at"}}
 	approvalsTable = &table{name: "approvals", key: 0, seqCol: 13, mutable: []string{"state", "decided_at", "operator", "note", "decided_seq"},
@@ -245,6 +245,7 @@ func executionRow(b rowBuilder, e Execution, seq, updated int64) {
 	b.strOrNull(e.Created)
 	b.strOrNull(e.Replayed)
 	b.strOrNull(e.Source.Record)
+	b.strOrNull(e.Replica)
 }
 
 func transitionRow(b rowBuilder, t Transition, seq int64) {
@@ -269,6 +270,7 @@ func transitionRow(b rowBuilder, t Transition, seq int64) {
 	b.intOrNull(t.Source.Line)
 	b.strOrNull(t.Source.Record)
 	b.strOrNull(jsonList(t.Shows))
+	b.strOrNull(t.Replica)
 }
 
 func resolutionRow(b rowBuilder, r Resolution, seq int64) {

@@ -136,3 +136,22 @@ func (w *Tx) ImportedHead(origin string) (SourceID, string, error) {
 	}
 	return SourceID(id), head, err
 }
+
+// PendingApprovals lists, inside the transaction, the approvals nobody
+// has answered yet.
+func (w *Tx) PendingApprovals() ([]Approval, error) {
+	rows, err := w.tx.QueryContext(w.ctx, approvalSelect+` WHERE state = 'pending' ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("pending approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

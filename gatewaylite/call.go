@@ -108,6 +108,9 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	var waiting []string              // approvals the new execution waits on
 	var unproven activity.ExecutionID // the match, when the signed log does not prove it
 	_, err = g.store.Write(ctx, func(w *activity.Tx) error {
+		if err := g.fence(w); err != nil {
+			return err
+		}
 		prior, err := w.LatestMatch(fingerprint, info.actor, scope)
 		if err != nil {
 			return err
@@ -147,7 +150,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 			if rec == activity.RecoveryResend {
 				// Durable before the resend leaves, like the first dispatch.
 				exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateUnknown,
-					To: activity.StateDispatched, CallID: call.ID, Reason: "resend with the same Idempotency-Key"})
+					To: activity.StateDispatched, CallID: call.ID, Reason: "resend with the same Idempotency-Key", Replica: g.lease.ID})
 			}
 			return err
 		}
@@ -159,7 +162,7 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		}
 		e := activity.Execution{ID: call.ExecutionID, Action: action, Fingerprint: fingerprint, FingerprintKeyID: g.fp.KeyID,
 			RunID: run.id, Contract: spec.contract, CreatedByCall: call.ID, IdempotencyKey: activity.Some(""),
-			Window: activity.Some(spec.window)}
+			Window: activity.Some(spec.window), Replica: g.lease.ID}
 		if spec.channel == activity.ChannelHTTP {
 			e.IdempotencyKey = activity.Some(string(e.ID))
 		}
@@ -286,7 +289,10 @@ func (g *Gateway) authorizeAndDispatch(w *activity.Tx, e activity.Execution, cal
 	if err != nil {
 		return e, err
 	}
-	return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched, CallID: call})
+	if err := g.fence(w); err != nil {
+		return e, err
+	}
+	return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched, CallID: call, Replica: g.lease.ID})
 }
 
 // answer is a result plus the execution state it reports.
@@ -377,23 +383,29 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 		// (recordOutcomeAsync; an execution that waited on an approval
 		// is released before): read it once it is durable.
 		return g.untilSettled(ctx, exec, deadline, 5*time.Millisecond)
-	} else if exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized {
+	} else if (exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized) && exec.Replica == g.lease.ID {
+		// Ours, and no goroutine of ours is on it: taken over. Another
+		// replica's is its own until its lease runs out (recover.go).
 		var err error
 		_, err = g.store.Write(ctx, func(w *activity.Tx) error {
+			if err := g.fence(w); err != nil {
+				return err
+			}
 			if exec.State == activity.StateAccepted {
 				if exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAccepted, To: activity.StateAuthorized}); err != nil {
 					return err
 				}
 			}
 			exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAuthorized, To: activity.StateDispatched,
-				Reason: "taken over: the process that accepted it is gone"})
+				Reason: "taken over: the process that accepted it is gone", Replica: g.lease.ID})
 			return err
 		})
 		if err == nil {
 			return g.execute(ctx, spec, exec, send)
 		}
 	} else {
-		// Dispatched by a process that is not this one: poll the store.
+		// In flight on another replica (or another process before this
+		// one): poll the store.
 		return g.untilSettled(ctx, exec, deadline, 50*time.Millisecond)
 	}
 	if e, err := g.store.Execution(ctx, exec.ID); err == nil {
@@ -403,18 +415,24 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 }
 
 // untilSettled reads an execution every poll until the store has it past
-// dispatched, or the deadline passes (then as the store has it).
+// accepted, authorized and dispatched, or the deadline passes (then as the
+// store has it).
 func (g *Gateway) untilSettled(ctx context.Context, exec activity.Execution, deadline time.Time, poll time.Duration) activity.Execution {
 	for {
 		e, err := g.store.Execution(ctx, exec.ID)
 		switch {
-		case err == nil && (e.State != activity.StateDispatched || !time.Now().Before(deadline)):
+		case err == nil && (!beforeOutcome(e.State) || !time.Now().Before(deadline)):
 			return e
 		case err != nil && !time.Now().Before(deadline):
 			return exec
 		}
 		time.Sleep(poll)
 	}
+}
+
+// beforeOutcome: a process is on its way to an outcome.
+func beforeOutcome(s activity.State) bool {
+	return s == activity.StateAccepted || s == activity.StateAuthorized || s == activity.StateDispatched
 }
 
 // block moves an unknown execution to pending_verification: an operator
@@ -506,8 +524,15 @@ func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, ou
 func (g *Gateway) transition(ctx context.Context, exec activity.Execution, to activity.State, reason string) (activity.Execution, error) {
 	var next activity.Execution
 	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
+		t := activity.Transition{ExecutionID: exec.ID, From: exec.State, To: to, Reason: reason}
+		if to == activity.StateDispatched { // a resend: ours from now on
+			if err := g.fence(w); err != nil {
+				return err
+			}
+			t.Replica = g.lease.ID
+		}
 		var err error
-		next, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: exec.State, To: to, Reason: reason})
+		next, err = w.Transition(t)
 		return err
 	})
 	if err != nil {

@@ -33,6 +33,15 @@ type Config struct {
 	Credentials map[string]CredentialConfig `toml:"credential"`
 	Upstreams   []UpstreamConfig            `toml:"upstream"`
 	Limits      LimitsConfig                `toml:"limits"`
+	// DB is the database to record into when neither --db nor MCPDUP_DB
+	// names one: a SQLite file, or a postgres:// URL replicas share.
+	DB string `toml:"db"`
+	// Replica names this gateway among replicas of one database (default:
+	// the host name); each process still gets an id of its own.
+	Replica string `toml:"replica"`
+	// LeaseTTL is how long a replica's lease lasts unrenewed; past it,
+	// another replica recovers the executions it left in flight.
+	LeaseTTL Duration `toml:"lease_ttl"`
 
 	path string
 	// contractsOnly: read for the tools' contracts, not to serve.
@@ -211,6 +220,10 @@ func (c *Config) normalise() error {
 	setDefault(&c.RunIdleTimeout, DefaultRunIdleTimeout)
 	setDefault(&c.ApprovalTimeout, DefaultApprovalTimeout)
 	setDefault(&c.AttachWait, DefaultAttachWait)
+	setDefault(&c.LeaseTTL, DefaultLeaseTTL)
+	if c.LeaseTTL.Duration < 100*time.Millisecond {
+		return fmt.Errorf("lease_ttl %v: at least 100ms", c.LeaseTTL.Duration)
+	}
 	if err := c.Limits.normalise(); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/internal/pgtest"
 )
 
 // gatewayProcess is a gateway running in its own process (this test
@@ -63,7 +64,9 @@ func TestMain(m *testing.M) {
 		serveGatewayProcess(cfg)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 func serveGatewayProcess(cfgText string) {

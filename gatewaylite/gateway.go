@@ -60,11 +60,12 @@ type Gateway struct {
 	// strangers records refused unauthenticated requests, bounded.
 	strangers *strangers
 	events    *mcp.MemoryEventStore
-	log       *slog.Logger
-	now       func() time.Time
-	closers   []func() error
-	bg        sync.WaitGroup
-	stop      chan struct{}
+	replica
+	log     *slog.Logger
+	now     func() time.Time
+	closers []func() error
+	bg      sync.WaitGroup
+	stop    chan struct{}
 }
 
 // toolSpec is one tool as the gateway dispatches it, from the config or
@@ -168,10 +169,17 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 			return nil, err
 		}
 	}
+	if err := g.startLease(ctx); err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.closers = append(g.closers, g.endLease)
 	if err := g.recoverInFlight(ctx); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("recover executions left in flight: %w", err)
 	}
+	g.bg.Add(1)
+	go g.keepLease()
 	g.delivery.start()
 	return g, nil
 }

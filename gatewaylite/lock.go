@@ -1,8 +1,6 @@
 package gatewaylite
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,9 +19,6 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
-	if activity.IsPostgres(e.Path) {
-		return fmt.Sprintf("another gateway is running on %s; stop it first (replicas on one PostgreSQL database need leases, which this mcpdup does not hold yet)", e.Path)
-	}
 	holder := "another process"
 	if e.PID > 0 {
 		holder = "process " + strconv.Itoa(e.PID)
@@ -58,8 +53,7 @@ type DatabaseLock struct {
 // writer left, which must not happen to a live gateway's tail.
 func LockDatabase(path string) (*DatabaseLock, error) {
 	if activity.IsPostgres(path) {
-		release, err := activity.LockGateway(context.Background(), path)
-		return postgresLock(release, err, activity.RedactURL(path))
+		return noLock(), nil // replicas share it; each holds a lease instead
 	}
 	release, err := lockDatabase(path)
 	if err != nil {
@@ -73,20 +67,11 @@ func lockStore(s *activity.Store) (*DatabaseLock, error) {
 	if !s.IsPostgres() {
 		return LockDatabase(s.Path())
 	}
-	release, err := s.LockGateway(context.Background())
-	return postgresLock(release, err, s.Path())
+	return noLock(), nil
 }
 
-// postgresLock is the lock a PostgreSQL database's LockGateway took.
-func postgresLock(release func() error, err error, shown string) (*DatabaseLock, error) {
-	if errors.Is(err, activity.ErrGatewayLocked) {
-		return nil, &LockedError{Path: shown}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &DatabaseLock{release: release}, nil
-}
+// noLock is the lock of a database replicas share: none.
+func noLock() *DatabaseLock { return &DatabaseLock{release: func() error { return nil }} }
 
 // Release lets the lock go; again is a no-op.
 func (l *DatabaseLock) Release() error {

@@ -8,8 +8,68 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 )
 
-// recoverInFlight settles executions a previous gateway process left
-// mid-flight, before any new call is served:
+// recoverInFlight settles, before any call is served, what gateways no
+// longer alive left mid-flight. On a SQLite database this gateway holds
+// the gateway lock, so no other gateway lives: every other replica's
+// lease is claimed at once, with the executions no replica owns (written
+// before leases). On PostgreSQL only leases that ran out are claimed;
+// ownerless executions only when no other replica is alive; leases that
+// run out later are claimed as they do (keepLease).
+func (g *Gateway) recoverInFlight(ctx context.Context) error {
+	sole := !g.store.IsPostgres()
+	n, err := g.recoverFrom(ctx, func(w *activity.Tx) ([]string, bool, error) {
+		if sole {
+			ids, err := w.UnclaimedLeases(g.lease.ID)
+			return ids, true, err
+		}
+		live, err := w.LiveLeases(g.lease.ID)
+		return nil, live == 0, err
+	}, sole)
+	if err != nil {
+		return err
+	}
+	if !sole {
+		n += g.recoverExpired(ctx)
+	}
+	g.log.Info("recovered executions left in flight", "count", n)
+	return nil
+}
+
+// recoverExpired claims the leases that ran out, one by one, and recovers
+// their executions; it returns how many executions it recovered.
+func (g *Gateway) recoverExpired(ctx context.Context) int {
+	ids, err := g.store.ExpiredLeases(ctx)
+	if err != nil {
+		g.log.Warn("list expired leases", "error", err)
+		return 0
+	}
+	total := 0
+	for _, id := range ids {
+		if id == g.lease.ID {
+			continue // ours ran out while we stalled: the renewal says whether it was claimed
+		}
+		n, err := g.recoverFrom(ctx, func(*activity.Tx) ([]string, bool, error) { return []string{id}, false, nil }, false)
+		if err != nil {
+			g.log.Error("recover replica", "replica", id, "error", err)
+			continue
+		}
+		if n > 0 {
+			g.log.Info("recovered a lapsed replica's executions", "replica", id, "count", n)
+		}
+		total += n
+	}
+	return total
+}
+
+// inFlight are the states a live gateway is responsible for moving on.
+// Unknown is there for its contract's next step (block, look up).
+var inFlight = []activity.State{activity.StateAccepted, activity.StateAuthorized, activity.StateDispatched,
+	activity.StateSucceeded, activity.StateFailed, activity.StateUnknown}
+
+// recoverFrom claims, in one write, the leases pick names (all of them
+// whatever their age with sole; else only those that ran out) and
+// settles the in-flight executions of the replicas it claimed, and with
+// ownerless those no replica owns, as a restart always has:
 //
 //   - accepted or authorized: "dispatched" was never committed, so nothing
 //     was sent: failed_before_dispatch (safe to retry);
@@ -19,58 +79,53 @@ import (
 //   - outcome observed but not delivered: completed_result_not_delivered,
 //     so a retry gets the stored result.
 //
-// One gateway process per database: another live gateway's in-flight
-// executions would be misread as abandoned.
-func (g *Gateway) recoverInFlight(ctx context.Context) error {
-	left, err := g.store.Executions(ctx, activity.ExecutionFilter{Live: true, States: []activity.State{
-		activity.StateAccepted, activity.StateAuthorized, activity.StateDispatched,
-		activity.StateSucceeded, activity.StateFailed, activity.StateUnknown,
-	}})
-	if err != nil {
-		return err
-	}
+// A claim and its recovery commit together, so each lapsed replica's
+// executions are recovered exactly once, whoever else tries. Pending
+// approvals of the recovered executions expire (whoever waited on them is
+// gone); with sole, every pending approval does.
+func (g *Gateway) recoverFrom(ctx context.Context, pick func(w *activity.Tx) (leases []string, ownerless bool, err error), sole bool) (int, error) {
 	var lookups []activity.Execution
-	for _, e := range left {
-		var to activity.State
-		var why string
-		switch e.State {
-		case activity.StateAccepted, activity.StateAuthorized:
-			to, why = activity.StateFailedBefore, "the gateway stopped before dispatching it: nothing was sent"
-		case activity.StateDispatched:
-			to, why = activity.StateUnknown, "the gateway stopped while it was in flight: the target may have acted"
-		case activity.StateSucceeded, activity.StateFailed:
-			to, why = activity.StateNotDelivered, "the gateway stopped before the result was delivered"
+	var n int
+	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
+		lookups, n = nil, 0
+		ids, ownerless, err := pick(w)
+		if err != nil {
+			return err
 		}
-		if to != "" {
-			next, err := g.transition(ctx, e, to, why)
+		var owners []string
+		for _, id := range ids {
+			ok, err := w.ClaimLease(id, g.lease.ID, sole)
 			if err != nil {
-				return fmt.Errorf("execution %s: %w", e.ID, err)
+				return err
 			}
-			e = next
+			if ok {
+				owners = append(owners, id)
+			}
 		}
-		if e.State != activity.StateUnknown {
-			continue
+		if ownerless {
+			owners = append(owners, "")
 		}
-		switch e.Contract {
-		case activity.ContractRecoverableByLookup:
-			lookups = append(lookups, e)
-		case activity.ContractBlockedAfterUnknown:
-			g.block(ctx, e)
+		recovered := map[activity.ExecutionID]bool{}
+		for _, owner := range owners {
+			left, err := w.ExecutionsOf(owner, inFlight)
+			if err != nil {
+				return err
+			}
+			for _, e := range left {
+				if e, err = g.recoverOne(w, e, owner); err != nil {
+					return fmt.Errorf("execution %s: %w", e.ID, err)
+				}
+				recovered[e.ID] = true
+				if e.State == activity.StateUnknown && e.Contract == activity.ContractRecoverableByLookup {
+					lookups = append(lookups, e)
+				}
+			}
+			n += len(left)
 		}
-		// repeatable_with_key stays unknown: the agent's retry resends it
-		// with the same Idempotency-Key. read_only stays unknown too: a read
-		// changed nothing, so nobody needs to verify it and the next
-		// identical read simply runs.
-	}
-	// Whoever waited on a pending approval died with the process.
-	pending, err := g.store.Approvals(ctx, true)
+		return g.expireApprovals(w, recovered, sole)
+	})
 	if err != nil {
-		return err
-	}
-	for _, a := range pending {
-		if _, err := g.store.DecideApproval(ctx, a.ID, activity.ApprovalExpired, "gateway", "the gateway restarted while it waited"); err != nil {
-			return fmt.Errorf("approval %s: %w", a.ID, err)
-		}
+		return 0, err
 	}
 	for _, e := range lookups {
 		if spec := g.tools[e.Tool]; spec != nil {
@@ -81,7 +136,65 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 			}()
 		}
 	}
-	g.log.Info("recovered executions left in flight", "count", len(left))
+	return n, nil
+}
+
+// recoverOne moves one abandoned execution on, inside the recovering
+// write. owner is the replica that abandoned it ("" none recorded).
+func (g *Gateway) recoverOne(w *activity.Tx, e activity.Execution, owner string) (activity.Execution, error) {
+	gone := "the gateway stopped"
+	if owner != "" && owner != g.lease.ID {
+		gone = "gateway replica " + owner + " stopped renewing its lease"
+	}
+	var to activity.State
+	var why string
+	switch e.State {
+	case activity.StateAccepted, activity.StateAuthorized:
+		to, why = activity.StateFailedBefore, gone+" before dispatching it: nothing was sent"
+	case activity.StateDispatched:
+		to, why = activity.StateUnknown, gone+" while it was in flight: the target may have acted"
+	case activity.StateSucceeded, activity.StateFailed:
+		to, why = activity.StateNotDelivered, gone+" before the result was delivered"
+	}
+	var err error
+	if to != "" {
+		if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, From: e.State, To: to, Reason: why + "; recovered by " + g.lease.ID}); err != nil {
+			return e, err
+		}
+	}
+	// repeatable_with_key stays unknown: the agent's retry resends it with
+	// the same Idempotency-Key. read_only stays unknown too: a read changed
+	// nothing, so nobody needs to verify it and the next identical read
+	// simply runs.
+	if e.State == activity.StateUnknown && e.Contract == activity.ContractBlockedAfterUnknown {
+		e, err = w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateUnknown, To: activity.StatePendingVerification,
+			Reason: fmt.Sprintf("contract %s: not resent after an unknown outcome; verify at the target", e.Contract)})
+	}
+	return e, err
+}
+
+// expireApprovals expires the pending approvals whoever waited on died
+// with: those of the recovered executions, or with sole every one.
+func (g *Gateway) expireApprovals(w *activity.Tx, recovered map[activity.ExecutionID]bool, sole bool) error {
+	if !sole && len(recovered) == 0 {
+		return nil
+	}
+	pending, err := w.PendingApprovals()
+	if err != nil {
+		return err
+	}
+	for _, a := range pending {
+		if !sole && !recovered[a.ExecutionID] {
+			continue
+		}
+		why := "the gateway restarted while it waited"
+		if !sole {
+			why = "the gateway replica that waited on it stopped renewing its lease"
+		}
+		if _, err := w.DecideApproval(a.ID, activity.ApprovalExpired, "gateway", why); err != nil {
+			return fmt.Errorf("approval %s: %w", a.ID, err)
+		}
+	}
 	return nil
 }
 

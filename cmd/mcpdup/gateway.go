@@ -38,8 +38,14 @@ recovered from the host's record) and upstream MCP servers.
 Stops cleanly on SIGINT or SIGTERM: in-flight calls finish, the log is
 sealed.
 
-Example:
-  DEPLOY_API_TOKEN=... MCPDUP_TOKEN_DEPLOYER=... mcpdup gateway --config gateway.toml --db ./gw.db`
+Several replicas may share one PostgreSQL database (--db postgres://…):
+each holds a lease, and the executions a replica that stopped renewing it
+left in flight are recovered by another. A replica whose lease another
+recovered exits 1.
+
+Examples:
+  DEPLOY_API_TOKEN=... MCPDUP_TOKEN_DEPLOYER=... mcpdup gateway --config gateway.toml --db ./gw.db
+  mcpdup gateway --config gateway.toml --listen 127.0.0.1:8932 --db postgres://mcpdup@db.internal/mcpdup`
 }
 
 func (c *GatewayCmd) Run(g *Globals) error {
@@ -49,6 +55,9 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	}
 	if c.Listen != "" {
 		cfg.Listen = c.Listen
+	}
+	if g.DB == "" && cfg.DB != "" { // --db and MCPDUP_DB come first
+		g.DB = cfg.DB
 	}
 	defer gctune.Raise(gatewaylite.GCPercent)()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -93,6 +102,9 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	select {
 	case err := <-errc:
 		return err
+	case <-gw.Lost():
+		srv.Close()
+		return fmt.Errorf("gateway replica %s lost its lease (silent past lease_ttl %v): another replica recovered its executions", gw.Replica(), cfg.LeaseTTL.Duration)
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down: finishing in-flight calls")

@@ -1,0 +1,198 @@
+package gatewaylite_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+)
+
+// replicaTTL is the lease of the replicas these tests run: short, so a
+// killed one is recovered within the test.
+const replicaTTL = `lease_ttl = "1s"`
+
+// sharedDB is a PostgreSQL database with its schema and keys made, as
+// replicas find it: none of them is its creator.
+func sharedDB(t *testing.T) (db, keys string) {
+	t.Helper()
+	db, keys = activitytest.Postgres.DB(t), filepath.Join(t.TempDir(), "keys")
+	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gatewaylite.LoadFingerprinter(keys); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return db, keys
+}
+
+// inProcessReplica serves a gateway replica on db from this process.
+func inProcessReplica(t *testing.T, config, db, keys string) (*gatewaylite.Gateway, string) {
+	t.Helper()
+	cfg, err := gatewaylite.ParseConfig([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	gw, err := gatewaylite.New(ctx, cfg, s, gatewaylite.Options{KeyDir: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", gw.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return gw, srv.URL + "/mcp"
+}
+
+// TestRetryOnAnotherReplicaAttaches: a call in flight on one replica and
+// its retry on another are one execution; the target acts once, and the
+// retry answers with the first call's outcome.
+func TestRetryOnAnotherReplicaAttaches(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL)
+	_, a := inProcessReplica(t, config, db, keys)
+	_, b := inProcessReplica(t, config, db, keys)
+	hold := make(chan struct{})
+	target.SetHold(hold)
+	args := map[string]any{"service": "billing", "version": "12"}
+
+	csA, err := loopback.Connect(ctx, a, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csA.Close()
+	first := make(chan map[string]any, 1)
+	go func() { first <- execMeta(t, mustCall(t, csA, "deploy_release", args, nil)) }()
+	waitFor(t, func() bool { return target.Total() == 1 }, "the target to receive the first call")
+
+	csB, err := loopback.Connect(ctx, b, agentToken, loopback.ProtocolLegacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csB.Close()
+	retry := make(chan map[string]any, 1)
+	go func() { retry <- execMeta(t, mustCall(t, csB, "deploy_release", args, nil)) }()
+	time.Sleep(200 * time.Millisecond) // the retry waits on the first call's execution
+	target.SetHold(nil)
+	close(hold)
+	m1, m2 := <-first, <-retry
+	if m2["id"] != m1["id"] || m2["replayed"] != true || m2["state"] != "succeeded" {
+		t.Fatalf("retry on the other replica: %v; first: %v", m2, m1)
+	}
+	if n := target.Total(); n != 1 {
+		t.Fatalf("the target acted %d times", n)
+	}
+}
+
+// TestReplicaKilledMidFlight: a replica dies (SIGKILL) while the target
+// acts; another replica, which kept running, recovers its execution once
+// the dead one's lease runs out, exactly as a restart would (unknown, then
+// per contract); a retry through the survivor attaches, and the target
+// acted once. The survivor's own lease is never taken.
+func TestReplicaKilledMidFlight(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL)
+	survivor, b := inProcessReplica(t, config, db, keys)
+	store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+
+	cases := []struct {
+		tool      string
+		args      map[string]any
+		recovered activity.State
+		retried   string
+	}{
+		{"deploy_release", map[string]any{"service": "billing", "version": "13"}, activity.StateUnknown, "succeeded"},
+		{"charge_card", map[string]any{"amount_cents": 700, "card_token": secretValue}, activity.StatePendingVerification, "pending_verification"},
+	}
+	for _, c := range cases {
+		t.Run(c.tool, func(t *testing.T) {
+			addr := freeAddr(t)
+			doomed := startGatewayProcess(t, config, db, keys, addr)
+			hold := make(chan struct{})
+			target.SetHold(hold)
+			before := target.Total()
+			cs, err := loopback.Connect(ctx, "http://"+addr+"/mcp", agentToken, loopback.ProtocolStateless)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				_, err := call(t, cs, c.tool, c.args, nil)
+				errc <- err
+			}()
+			waitFor(t, func() bool { return target.Total() == before+1 }, "the target to receive the request")
+			doomed.kill()
+			if err := <-errc; err == nil {
+				t.Fatal("the call survived its replica's death")
+			}
+			target.SetHold(nil)
+			close(hold)
+
+			var e activity.Execution
+			waitFor(t, func() bool {
+				es, err := store.Executions(ctx, activity.ExecutionFilter{Tool: c.tool})
+				if err != nil || len(es) != 1 {
+					return false
+				}
+				e = es[0]
+				return e.State == c.recovered
+			}, "the survivor to recover the dead replica's execution")
+			cs2, err := loopback.Connect(ctx, b, agentToken, loopback.ProtocolLegacy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs2.Close()
+			res := mustCall(t, cs2, c.tool, c.args, nil)
+			if m := execMeta(t, res); m["replayed"] != true || m["state"] != c.retried || m["id"] != string(e.ID) {
+				t.Fatalf("retry on the survivor: %v %s", m, resultText(res))
+			}
+			if got := target.Total() - before; got != 1 {
+				t.Fatalf("the target acted %d times", got)
+			}
+		})
+	}
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recovered := 0
+	for _, l := range leases {
+		switch {
+		case l.ID == survivor.Replica() && l.RecoveredBy != "":
+			t.Fatalf("the live replica's lease was recovered by %s", l.RecoveredBy)
+		case l.ID != survivor.Replica() && l.RecoveredBy != survivor.Replica():
+			t.Fatalf("a dead replica's lease %+v was not recovered by the survivor", l)
+		case l.ID != survivor.Replica():
+			recovered++
+		}
+	}
+	if recovered != len(cases) {
+		t.Fatalf("%d dead replicas recovered, want %d", recovered, len(cases))
+	}
+}
