@@ -497,6 +497,11 @@ func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, ou
 	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
 		t := activity.Transition{ExecutionID: exec.ID, From: exec.State, To: out.State, TargetStatus: out.Status,
 			ExitCode: out.ExitCode, Reason: prefix + out.Reason}
+		if exec.Replica != g.lease.ID {
+			// Settled here (a lookup of another replica's execution):
+			// ours to deliver, and recovered with us if we die.
+			t.Replica = g.lease.ID
+		}
 		if len(out.Result) > 0 {
 			ref, err := w.PutResult(out.Result)
 			if err != nil {

@@ -70,8 +70,8 @@ type chaosResult struct {
 func TestChaos(t *testing.T) {
 	t.Setenv("TEST_AGENT_TOKEN", agentToken)
 	n := *chaosCalls
-	gw := runChaos(t, n, true)
-	pt := runChaos(t, n, false)
+	gw := runChaos(t, n, gatewayFront)
+	pt := runChaos(t, n, passThroughFront)
 	report := fmt.Sprintf("chaos run, %d calls, naive retry layer, %d%%+%d%% target faults, %d%% agent-side faults:\n"+
 		"  gateway:      %5d effects, %3d duplicate effects, %4d retries, %3d pending verification, %3d gave up (%v)\n"+
 		"  pass-through: %5d effects, %3d duplicate effects, %4d retries, %3d gave up (%v)\n"+
@@ -101,7 +101,49 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
+// chaosFront is what the chaos workload's agents call: its URL, the store
+// it records into (nil: a pass-through records nothing), and finish, run
+// once the workload is done and before the store is checked.
+type chaosFront struct {
+	url    string
+	store  *activity.Store
+	finish func()
+}
+
+// gatewayFront is one gateway in this process on a SQLite database.
+func gatewayFront(t *testing.T, targetProxyURL, targetURL string) chaosFront {
+	dir := t.TempDir()
+	cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(chaosConfig, targetProxyURL, targetURL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := activity.Open(ctx, filepath.Join(dir, "chaos.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: filepath.Join(dir, "keys"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { srv.Close(); gw.Close() })
+	return chaosFront{url: srv.URL, store: store, finish: func() {}}
+}
+
+// passThroughFront is an MCP proxy that records nothing and retries
+// nothing: what the target sees without the gateway.
+func passThroughFront(t *testing.T, targetProxyURL, _ string) chaosFront {
+	pt := loopback.NewPassThrough(map[string]string{
+		"deploy_release": targetProxyURL + "/v1/releases",
+		"charge_card":    targetProxyURL + "/v1/charges",
+		"open_ticket":    targetProxyURL + "/v1/tickets",
+	})
+	t.Cleanup(pt.Close)
+	return chaosFront{url: pt.URL, finish: func() {}}
+}
+
+func runChaos(t *testing.T, n int, mkFront func(t *testing.T, targetProxyURL, targetURL string) chaosFront) chaosResult {
 	target := loopback.NewTarget()
 	defer target.Close()
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -119,37 +161,8 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 		return loopback.Pass
 	}
 
-	var front string
-	var store *activity.Store
-	if viaGateway {
-		dir := t.TempDir()
-		cfg, err := gatewaylite.ParseConfig([]byte(fmt.Sprintf(chaosConfig, targetProxy.URL, target.URL)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err = activity.Open(ctx, filepath.Join(dir, "chaos.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
-		gw, err := gatewaylite.New(ctx, cfg, store, gatewaylite.Options{KeyDir: filepath.Join(dir, "keys"), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gw.Close()
-		srv := httptest.NewServer(gw.Handler())
-		defer srv.Close()
-		front = srv.URL
-	} else {
-		pt := loopback.NewPassThrough(map[string]string{
-			"deploy_release": targetProxy.URL + "/v1/releases",
-			"charge_card":    targetProxy.URL + "/v1/charges",
-			"open_ticket":    targetProxy.URL + "/v1/tickets",
-		})
-		defer pt.Close()
-		front = pt.URL
-	}
-	agentProxy := loopback.NewFaultProxy(front)
+	front := mkFront(t, targetProxy.URL, target.URL)
+	agentProxy := loopback.NewFaultProxy(front.url)
 	defer agentProxy.Close()
 	agentProxy.Plan = func(_ *http.Request, body []byte) loopback.Fault {
 		if loopback.IsToolsCall(body) && roll() < 0.10 {
@@ -195,15 +208,16 @@ func runChaos(t *testing.T, n int, viaGateway bool) chaosResult {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	front.finish()
 	res.effects, res.duplicates = int(target.Total()), target.Duplicates()
 	res.targetFaults = targetProxy.Count(loopback.DropRequest) + targetProxy.Count(loopback.DropResponse)
 	res.agentFaults = agentProxy.Count(loopback.DropResponse)
-	if viaGateway && res.duplicates > 0 {
+	if front.store != nil && res.duplicates > 0 {
 		t.Logf("duplicated intents: %v", target.DuplicatedIntents())
 	}
-	if store != nil {
+	if front.store != nil {
 		var err error
-		if res.history, err = analyze.Check(ctx, store); err != nil {
+		if res.history, err = analyze.Check(ctx, front.store); err != nil {
 			t.Fatal(err)
 		}
 	}
