@@ -204,6 +204,18 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		}
 	}
 	if kept > 0 {
+		if s.pg && decided(results) {
+			// Delivered at commit, to every store that LISTENs.
+			if _, err := tx.Exec(`SELECT pg_notify('` + notifyChannel + `', '')`); err != nil {
+				for i := range results {
+					if results[i].err == nil {
+						results[i] = writeResult{err: fmt.Errorf("notify: %w", err)}
+					}
+				}
+				answer()
+				return
+			}
+		}
 		if err := tx.Commit(); err != nil {
 			for i := range results {
 				if results[i].err == nil {
@@ -264,8 +276,19 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 	return writeResult{records: w.records, resolved: w.resolved}
 }
 
+// decided reports whether a batch carries an operator's decision.
+func decided(results []writeResult) bool {
+	for _, r := range results {
+		if r.err == nil && r.resolved {
+			return true
+		}
+	}
+	return false
+}
+
 // afterCommit updates what this process caches about the log.
 func (s *Store) afterCommit(chain *Tx) {
+	defer s.signal()
 	s.prepareNoted(context.Background())
 	for _, id := range chain.runs {
 		s.knownRuns.Store(id, true)

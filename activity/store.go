@@ -134,6 +134,7 @@ type Store struct {
 	walReset  atomic.Bool
 	stopped   sync.WaitGroup
 	recovered int64        // records Open sealed for an earlier writer
+	sig       commitSignal // wakes Committed's waiters
 	vaultSeen atomic.Int64 // the newest vault record a decision rested on
 }
 
@@ -548,6 +549,7 @@ func (s *Store) PublicKey() (string, error) {
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.stopListening()
 		if !s.opts.ReadOnly {
 			close(s.stop)
 			s.stopped.Wait()

@@ -59,11 +59,18 @@ func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, i
 	return next
 }
 
-// waitApproval polls one approval until it is decided or the deadline
-// passes, when it records it as expired (unless an operator answered in
-// the meantime).
+// approvalPoll is how often a waiting call reads its approval again when
+// no commit signal woke it (a decision on PostgreSQL wakes it at once;
+// on SQLite another process's decision is seen at the next read).
+var approvalPoll = 100 * time.Millisecond
+
+// waitApproval waits for one approval to be decided — woken by the
+// store's commit signal, or reading it again every approvalPoll — or for
+// the deadline to pass, when it records it as expired (unless an operator
+// answered in the meantime).
 func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Time) (activity.Approval, error) {
 	for {
+		changed := g.store.Committed() // before the read: a decision after it wakes us
 		a, err := g.store.ProvenApproval(ctx, id)
 		if err != nil {
 			return a, err
@@ -84,7 +91,8 @@ func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Tim
 			return g.store.ProvenApproval(ctx, id)
 		}
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-changed:
+		case <-time.After(min(approvalPoll, time.Until(deadline))):
 		case <-g.stop:
 			return a, fmt.Errorf("gateway stopping")
 		}

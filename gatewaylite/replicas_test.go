@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,11 +51,13 @@ func inProcessReplica(t *testing.T, config, db, keys string) (*gatewaylite.Gatew
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { gw.Close() })
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", gw.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	// Closed first: a call still waiting (an approval) ends, so the
+	// server's Close does not wait on it.
+	t.Cleanup(func() { gw.Close() })
 	return gw, srv.URL + "/mcp"
 }
 
@@ -194,5 +197,52 @@ func TestReplicaKilledMidFlight(t *testing.T) {
 	}
 	if recovered != len(cases) {
 		t.Fatalf("%d dead replicas recovered, want %d", recovered, len(cases))
+	}
+}
+
+// TestDecisionReachesTheWaitingReplica: a call waits on a per-use approval
+// on one replica; the operator answers through another store (the console,
+// mcpdup approve), and the waiting replica acts on it from the commit's
+// notification alone: it rereads nothing on its own within the test.
+func TestDecisionReachesTheWaitingReplica(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	defer gatewaylite.SetApprovalPoll(time.Hour)()
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL+"\n"+strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "1h"`, 1))
+	_, a := inProcessReplica(t, config, db, keys)
+	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+
+	cs, err := loopback.Connect(ctx, a, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	done := make(chan map[string]any, 1)
+	go func() {
+		done <- execMeta(t, mustCall(t, cs, "refund", map[string]any{"order": "o-18", "amount_cents": 300}, nil))
+	}()
+	var pending []activity.Approval
+	waitFor(t, func() bool {
+		pending, _ = operator.Approvals(ctx, true)
+		return len(pending) == 1
+	}, "the call to wait on an approval")
+	time.Sleep(100 * time.Millisecond) // the waiter is past its first read
+	if _, err := operator.DecideApproval(ctx, pending[0].ID, activity.ApprovalApproved, "alice", "checked the order"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-done:
+		if m["state"] != "succeeded" || target.Total() != 1 {
+			t.Fatalf("after the decision: %v (effects %d)", m, target.Total())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting replica never heard the decision")
 	}
 }

@@ -1,0 +1,89 @@
+package activity
+
+// Commit signals: a waiter learns at once that something it waits on may
+// have changed, instead of polling. Every commit of this store signals;
+// on PostgreSQL a commit that carries an operator's decision (a
+// resolution, the vault, an approval's answer) also NOTIFYs, and every
+// store that waits LISTENs, so a decision made in the console or the CLI
+// reaches a gateway replica that waits on it as it commits.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// notifyChannel is the PostgreSQL channel decisions are announced on.
+const notifyChannel = "mcpdup_decisions"
+
+// commitSignal hands out a channel closed at the next signal.
+type commitSignal struct {
+	mu        sync.Mutex
+	ch        chan struct{}
+	listening bool
+	cancel    context.CancelFunc
+}
+
+// Committed returns a channel closed at the next commit the store learns
+// of: its own, and on PostgreSQL any process's operator decision. Take it
+// before reading what the commit would change, then wait on it (with a
+// timeout: a lost connection falls back to reading again later).
+func (s *Store) Committed() <-chan struct{} {
+	s.sig.mu.Lock()
+	defer s.sig.mu.Unlock()
+	if s.pg && !s.sig.listening {
+		s.sig.listening = true
+		ctx, cancel := context.WithCancel(context.Background())
+		s.sig.cancel = cancel
+		go s.listen(ctx)
+	}
+	if s.sig.ch == nil {
+		s.sig.ch = make(chan struct{})
+	}
+	return s.sig.ch
+}
+
+// signal wakes everyone waiting on Committed.
+func (s *Store) signal() {
+	s.sig.mu.Lock()
+	if s.sig.ch != nil {
+		close(s.sig.ch)
+		s.sig.ch = nil
+	}
+	s.sig.mu.Unlock()
+}
+
+// listen LISTENs for decisions until ctx ends, reconnecting after a lost
+// connection.
+func (s *Store) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		conn, err := pgx.Connect(ctx, s.dsn)
+		if err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+notifyChannel); err == nil {
+				s.signal() // anything decided while not listening is read now
+				for {
+					if _, err = conn.WaitForNotification(ctx); err != nil {
+						break
+					}
+					s.signal()
+				}
+			}
+			conn.Close(context.Background())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stopListening ends the listener at Close.
+func (s *Store) stopListening() {
+	s.sig.mu.Lock()
+	if s.sig.cancel != nil {
+		s.sig.cancel()
+	}
+	s.sig.mu.Unlock()
+}
