@@ -17,6 +17,7 @@ import (
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/demo"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/internal/pgtest"
 )
 
 var ctx = context.Background()
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 	if incidentStore != nil {
 		incidentStore.Close()
 	}
+	pgtest.StopShared()
 	os.RemoveAll(tempDir)
 	os.Exit(code)
 }

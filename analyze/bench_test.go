@@ -2,7 +2,9 @@ package analyze_test
 
 import (
 	"flag"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
@@ -87,6 +89,63 @@ func BenchmarkHistoryCheck(b *testing.B) {
 			b.ReportMetric(peak(), "peak-heap-MB")
 			b.ReportMetric(float64(res.Invocations), "invocations")
 			b.ReportMetric(float64(res.Duplicated), "duplicated")
+		})
+	}
+}
+
+// BenchmarkAnalyzeEngines analyses the same FillMixed traffic on SQLite
+// and on PostgreSQL (a cluster the benchmark starts), side by side: the
+// time to the first suspect (what the console's first frame waits on),
+// the whole analysis, and the store's build. The PostgreSQL store is built
+// each run (its cluster is thrown away); -analyze.engine-records sets the
+// size (6000000 is about a million calls).
+//
+//	go test ./analyze -run '^$' -bench AnalyzeEngines -benchtime 1x
+var engineRecords = flag.Int("analyze.engine-records", 200_000, "records in BenchmarkAnalyzeEngines' stores")
+
+func BenchmarkAnalyzeEngines(b *testing.B) {
+	for _, eng := range activitytest.Engines {
+		b.Run(string(eng), func(b *testing.B) {
+			db, keys := eng.DB(b), filepath.Join(b.TempDir(), "keys")
+			w, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			if err := activitytest.FillMixed(ctx, w, *engineRecords, 3000, 20); err != nil {
+				b.Fatal(err)
+			}
+			built := time.Since(t0)
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			s, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var first time.Duration
+			var counts analyze.Counts
+			b.ResetTimer()
+			for range b.N {
+				counts = analyze.Counts{}
+				start := time.Now()
+				err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error {
+					if counts.Total() == 0 {
+						first += time.Since(start)
+					}
+					counts.Add(sus)
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(counts.Total()), "suspects")
+			b.ReportMetric(first.Seconds()/float64(b.N), "first-suspect-s")
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/analysis")
+			b.ReportMetric(built.Seconds(), "build-s")
 		})
 	}
 }

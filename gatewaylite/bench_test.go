@@ -104,36 +104,44 @@ func BenchmarkToolsCall(b *testing.B) {
 	for _, clients := range []int{1, 16} {
 		for _, p := range paths {
 			b.Run(fmt.Sprintf("%s/clients=%d", p.name, clients), func(b *testing.B) {
-				fns := p.setup(b, clients)
-				lat := make([]time.Duration, 0, b.N)
-				var mu sync.Mutex
-				var next atomic.Int64
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				for _, fn := range fns {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for next.Add(1) <= int64(b.N) {
-							t0 := time.Now()
-							if err := fn(context.Background()); err != nil {
-								b.Error(err)
-								return
-							}
-							d := time.Since(t0)
-							mu.Lock()
-							lat = append(lat, d)
-							mu.Unlock()
-						}
-					}()
-				}
-				wg.Wait()
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+				measureCalls(b, p.setup(b, clients))
 			})
 		}
 	}
+}
+
+// measureCalls runs b.N calls spread over fns (one per client) and
+// reports p50/p99 latency and calls/s.
+func measureCalls(b *testing.B, fns []func(context.Context) error) {
+	lat := make([]time.Duration, 0, b.N)
+	var mu sync.Mutex
+	var next atomic.Int64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := fn(context.Background()); err != nil {
+					b.Error(err)
+					return
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
