@@ -300,6 +300,26 @@ CREATE TABLE replicas(
 	recovered_at TEXT
 ) STRICT;
 `,
+	// 14: MCP event streams replicas share, so a 2025-era SSE resumption
+	// that reaches another replica gets its events (streams.go).
+	// Operational, outside the signed log.
+	`
+CREATE TABLE mcp_sessions(
+	id        TEXT PRIMARY KEY,
+	actor     TEXT NOT NULL,     -- only this actor may resume its streams
+	replica   TEXT NOT NULL,     -- the replica that serves the session
+	opened_ms INTEGER NOT NULL,  -- the database's clock
+	closed    INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE TABLE mcp_events(
+	session_id TEXT NOT NULL,
+	stream_id  TEXT NOT NULL,
+	idx        INTEGER NOT NULL,  -- 0, 1, … per stream: the SDK's event index
+	data       BLOB NOT NULL,
+	at_ms      INTEGER NOT NULL,
+	PRIMARY KEY(session_id, stream_id, idx)
+) STRICT;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -136,6 +136,10 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 				return
 			}
 		}
+		if ss, ok := g.resumesElsewhere(r); ok {
+			g.replayShared(w, r, actor, ss)
+			return
+		}
 		token := newToken()
 		r.Header.Set(headerActor, actor)
 		r.Header.Set(headerRequest, token)

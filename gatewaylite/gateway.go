@@ -59,7 +59,7 @@ type Gateway struct {
 	overLimit *boundedLog
 	// strangers records refused unauthenticated requests, bounded.
 	strangers *strangers
-	events    *mcp.MemoryEventStore
+	events    mcp.EventStore
 	replica
 	log     *slog.Logger
 	now     func() time.Time
@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	g.overLimit = newBoundedLog(cfg.Limits.UnauthenticatedRecords)
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)
-	g.events = mcp.NewMemoryEventStore(nil)
+	g.events = g.eventStore()
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "mcpdup-gateway", Version: opts.Version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
 	g.server.AddReceivingMiddleware(g.everyCall)

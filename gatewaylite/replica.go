@@ -42,6 +42,7 @@ func (g *Gateway) keepLease() {
 	defer g.bg.Done()
 	tick := time.NewTicker(max(g.lease.TTL/4, 10*time.Millisecond))
 	defer tick.Stop()
+	purged := time.Now()
 	for {
 		select {
 		case <-g.stop:
@@ -60,6 +61,12 @@ func (g *Gateway) keepLease() {
 			g.log.Warn("renew lease", "replica", g.lease.ID, "error", err)
 		}
 		g.recoverExpired(ctx)
+		if g.store.IsPostgres() && time.Since(purged) > time.Minute {
+			purged = time.Now()
+			if err := g.store.PurgeStreams(ctx); err != nil {
+				g.log.Warn("purge old event streams", "error", err)
+			}
+		}
 		cancel()
 	}
 }

@@ -1,6 +1,8 @@
 package gatewaylite_test
 
 import (
+	"bufio"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -244,5 +246,95 @@ func TestDecisionReachesTheWaitingReplica(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiting replica never heard the decision")
+	}
+}
+
+// sseEvent is one server-sent event as a client reads it.
+type sseEvent struct{ id, data string }
+
+// readSSE reads every event of an SSE response body.
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.id != "" || cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return out
+}
+
+// TestResumptionOnAnotherReplica: a 2025-era client's tools/call stream
+// is served by one replica; its resumption (GET with Last-Event-ID) that
+// the balancer sends to another replica gets the same answer, from the
+// shared event store. Another actor may not resume it.
+func TestResumptionOnAnotherReplica(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	t.Setenv("TEST_OTHER_TOKEN", otherToken)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL+"\n"+secondActor)
+	_, a := inProcessReplica(t, config, db, keys)
+	_, b := inProcessReplica(t, config, db, keys)
+	send := func(method, url, token, session, lastEvent, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", loopback.ProtocolLegacy)
+		}
+		if lastEvent != "" {
+			req.Header.Set("Last-Event-ID", lastEvent)
+			req.Header.Set("Accept", "text/event-stream")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := send("POST", a, agentToken, "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+loopback.ProtocolLegacy+`","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	if session == "" {
+		t.Fatalf("initialize: %d, no session", resp.StatusCode)
+	}
+	send("POST", a, agentToken, session, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp = send("POST", a, agentToken, session, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"billing","version":"14"}}}`)
+	served := readSSE(t, resp.Body)
+	if len(served) < 2 || !strings.Contains(served[len(served)-1].data, `"result"`) {
+		t.Fatalf("the call's stream on its replica: %+v", served)
+	}
+	answer := served[len(served)-1]
+
+	// The client lost the answer after the priming event; its resumption
+	// lands on the other replica.
+	resumed := readSSE(t, send("GET", b, agentToken, session, served[0].id, "").Body)
+	if len(resumed) != 1 || resumed[0] != answer {
+		t.Fatalf("resumed on the other replica: %+v, want %+v", resumed, answer)
+	}
+	if resp := send("GET", b, otherToken, session, served[0].id, ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another actor resuming the stream: %d", resp.StatusCode)
+	}
+	if n := target.Total(); n != 1 {
+		t.Fatalf("the target acted %d times", n)
 	}
 }
