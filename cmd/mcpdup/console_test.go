@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 )
 
 // TestConsoleInTmux drives the real binary the way an operator does, in
@@ -542,4 +544,62 @@ func unknownExecution(t *testing.T, db, keys string) string {
 	}
 	t.Fatal("the slow charge left no unknown execution")
 	return ""
+}
+
+// TestReplicasAndTheConsoleOnPostgres is the README's three commands: two
+// `mcpdup gateway` processes on one PostgreSQL database and the console on
+// it. A call through each replica, and the retry of the first through the
+// second, show in the live console as two executions; the target acted
+// twice; after both stop, `mcpdup audit verify` proves the one log both
+// wrote.
+func TestReplicasAndTheConsoleOnPostgres(t *testing.T) {
+	bin := buildBinary(t)
+	target := loopback.NewTarget()
+	defer target.Close()
+	dir := t.TempDir()
+	db := activitytest.Postgres.DB(t)
+	first, env, cmd1 := startGatewayOn(t, bin, dir, db, target.URL, `lease_ttl = "2s"`)
+	second, _, cmd2 := startGatewayOn(t, bin, dir, db, target.URL, `lease_ttl = "2s"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(endpoint string, v int) map[string]any {
+		t.Helper()
+		cs, err := loopback.Connect(ctx, endpoint, gatewayToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"version": v}})
+		if err != nil || res.IsError {
+			t.Fatalf("call through %s: %v %+v", endpoint, err, res)
+		}
+		m, _ := res.Meta[gatewaylite.MetaExecution].(map[string]any)
+		return m
+	}
+	a := call(first, 1)
+	if retry := call(second, 1); retry["id"] != a["id"] || retry["replayed"] != true {
+		t.Fatalf("the retry on the other replica: %v, first %v", retry, a)
+	}
+
+	tm := startTmux(t, dir, 120, 30, bin, "console", "--db", db, "--key-dir", filepath.Join(dir, "keys"), "--operator", "alice")
+	tm.waitFor("· live")
+	tm.keys("3")
+	tm.waitFor("executions (newest first) (1)")
+	call(second, 2)
+	tm.waitFor("executions (newest first) (2)")
+	tm.keys("q")
+	tm.waitExit()
+	if got := target.Total(); got != 2 {
+		t.Fatalf("target acted %d times, want 2", got)
+	}
+	for _, c := range []*exec.Cmd{cmd1, cmd2} {
+		c.Process.Signal(syscall.SIGTERM)
+		c.Wait()
+	}
+	verify := exec.Command(bin, "audit", "verify")
+	verify.Env = env
+	out, err := verify.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "result: OK") || !strings.Contains(string(out), "tables") {
+		t.Fatalf("audit verify of the shared database: %v\n%s", err, out)
+	}
 }

@@ -64,9 +64,17 @@ const gatewayToken = "binary-test-token-0123456789"
 // need to reach the same database, and the process (killed at cleanup).
 func startGateway(t *testing.T, bin, dir, targetURL string, moreConfig ...string) (string, []string, *exec.Cmd) {
 	t.Helper()
+	return startGatewayOn(t, bin, dir, filepath.Join(dir, "gw.db"), targetURL, "", moreConfig...)
+}
+
+// startGatewayOn is startGateway on database db (a file or a URL), with
+// top-level configuration keys top.
+func startGatewayOn(t *testing.T, bin, dir, db, targetURL, top string, moreConfig ...string) (string, []string, *exec.Cmd) {
+	t.Helper()
 	cfg := filepath.Join(dir, "gateway.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 listen = "127.0.0.1:0"
+`+top+`
 [[actor]]
 name = "agent:ci"
 token_env = "MCPDUP_TOKEN_CI"
@@ -75,7 +83,7 @@ name = "deploy_release"
 url = "%s/v1/releases"
 contract = "repeatable_with_key"
 `, targetURL)+strings.Join(moreConfig, "\n")), 0o600)
-	env := append(os.Environ(), "MCPDUP_DB="+filepath.Join(dir, "gw.db"), "MCPDUP_KEY_DIR="+filepath.Join(dir, "keys"),
+	env := append(os.Environ(), "MCPDUP_DB="+db, "MCPDUP_KEY_DIR="+filepath.Join(dir, "keys"),
 		"MCPDUP_TOKEN_CI="+gatewayToken, "USER=ops")
 	cmd := exec.Command(bin, "gateway", "--config", cfg)
 	cmd.Env = env
@@ -86,14 +94,17 @@ contract = "repeatable_with_key"
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(stderr)
 	var endpoint string
+	var said []string
 	for lines.Scan() {
+		said = append(said, lines.Text())
 		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
 			endpoint = strings.Fields(rest)[0]
 			break
 		}
 	}
 	if endpoint == "" {
-		t.Fatal("the gateway never said where it listens")
+		cmd.Wait()
+		t.Fatalf("the gateway never said where it listens (%v):\n%s", cmd.ProcessState, strings.Join(said, "\n"))
 	}
 	go func() {
 		for lines.Scan() {

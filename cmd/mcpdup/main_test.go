@@ -328,9 +328,11 @@ contract = "blocked_after_unknown"
 // TestImportCommand imports the Sallyport and OTLP fixtures through the
 // command line: the table, -o json, a second import that adds nothing, a
 // bad file that exits 1 naming its line, and --dry-run.
-func TestImportCommand(t *testing.T) {
+func TestImportCommand(t *testing.T) { onEngines(t, testImportCommand) }
+
+func testImportCommand(t *testing.T, eng activitytest.Engine) {
 	dir := t.TempDir()
-	db, keys := filepath.Join(dir, "imp.db"), filepath.Join(dir, "keys")
+	db, keys := eng.DB(t), filepath.Join(dir, "keys")
 	sally, otlp := "../../importers/testdata/sallyport/activity.jsonl", "../../importers/testdata/otlp/traces.jsonl"
 	var out, errb strings.Builder
 	if code := run([]string{"import", "--db", db, "--key-dir", keys, sally, otlp}, &out, &errb); code != 0 {
@@ -340,13 +342,17 @@ func TestImportCommand(t *testing.T) {
 		!strings.Contains(out.String(), "paired by session + tool + args_preview") {
 		t.Fatalf("import table:\n%s", out.String())
 	}
-	// A database the import created has the larger pages; init's default
-	// (a gateway's) the smaller ones.
-	other := filepath.Join(dir, "init.db")
+	// A SQLite database the import created has the larger pages; init's
+	// default (a gateway's) the smaller ones. PostgreSQL has its own.
+	other := eng.DB(t)
 	if code := run([]string{"init", "--db", other, "--key-dir", keys, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("init exit %d: %s", code, errb.String())
 	}
-	for path, want := range map[string]float64{db: activity.ImportPageSize, other: activity.DefaultPageSize} {
+	pages := map[string]float64{db: activity.ImportPageSize, other: activity.DefaultPageSize}
+	if eng == activitytest.Postgres {
+		pages = map[string]float64{db: 8192, other: 8192}
+	}
+	for path, want := range pages {
 		out.Reset()
 		var st struct{ Stats map[string]any }
 		if code := run([]string{"status", "--db", path, "--key-dir", keys, "-o", "json"}, &out, &errb); code != 0 || json.Unmarshal([]byte(out.String()), &st) != nil {
