@@ -2,6 +2,7 @@ package gatewaylite_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -336,5 +337,52 @@ func TestResumptionOnAnotherReplica(t *testing.T) {
 	}
 	if n := target.Total(); n != 1 {
 		t.Fatalf("the target acted %d times", n)
+	}
+}
+
+// TestVaultLockReachesEveryReplica: the vault, locked by an operator
+// through another store (mcpdup lock, the console), refuses calls on every
+// replica at once; unlocked, they act again.
+func TestVaultLockReachesEveryReplica(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL)
+	_, a := inProcessReplica(t, config, db, keys)
+	_, b := inProcessReplica(t, config, db, keys)
+	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+	vault := func(locked bool) {
+		if _, err := operator.Write(ctx, func(w *activity.Tx) error { return w.SetVault(locked, "alice", "drill") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callOn := func(endpoint, version string) map[string]any {
+		cs, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		return execMeta(t, mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": version}, nil))
+	}
+	vault(true)
+	for i, endpoint := range []string{a, b} {
+		if m := callOn(endpoint, fmt.Sprint("locked-", i)); m["state"] != "rejected" {
+			t.Fatalf("replica %d with the vault locked: %v", i, m)
+		}
+	}
+	vault(false)
+	for i, endpoint := range []string{a, b} {
+		if m := callOn(endpoint, fmt.Sprint("unlocked-", i)); m["state"] != "succeeded" {
+			t.Fatalf("replica %d after unlock: %v", i, m)
+		}
+	}
+	if n := target.Total(); n != 2 {
+		t.Fatalf("the target acted %d times, want 2 (after the unlock only)", n)
 	}
 }

@@ -817,3 +817,58 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 		t.Fatalf("a forged idempotency key: exit %d\n%s", code, out)
 	}
 }
+
+// TestApproveCommand: approvals lists what waits; approve and deny answer
+// it, on either engine.
+func TestApproveCommand(t *testing.T) { onEngines(t, testApproveCommand) }
+
+func testApproveCommand(t *testing.T, eng activitytest.Engine) {
+	dir := t.TempDir()
+	db, keys := eng.DB(t), filepath.Join(dir, "keys")
+	t.Setenv("MCPDUP_DB", db)
+	t.Setenv("MCPDUP_KEY_DIR", keys)
+	s, err := activity.Open(context.Background(), db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	if _, err := s.Write(context.Background(), func(w *activity.Tx) error {
+		for _, who := range []string{"agent:a", "agent:b"} {
+			run, err := w.StartRun(activity.Run{Actor: who, IdentifiedBy: activity.RunByMetaID, Evidence: "run-" + who})
+			if err != nil {
+				return err
+			}
+			a, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalSession, RunID: run.ID, Actor: who, Summary: "new run of " + who})
+			if err != nil {
+				return err
+			}
+			ids = append(ids, a.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errs := mcpdup(t, "approvals", "-o", "json")
+	if code != 0 || !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[1]) {
+		t.Fatalf("approvals: %d %s %s", code, out, errs)
+	}
+	if code, _, errs := mcpdup(t, "approve", ids[0], "--note", "known agent", "--operator", "bob"); code != 0 {
+		t.Fatalf("approve: %d %s", code, errs)
+	}
+	if code, _, errs := mcpdup(t, "deny", ids[1], "--note", "unknown agent", "--operator", "bob"); code != 0 {
+		t.Fatalf("deny: %d %s", code, errs)
+	}
+	if code, out, _ := mcpdup(t, "approvals", "-o", "json"); code != 0 || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
+		t.Fatalf("answered approvals still pending: %s", out)
+	}
+	s, err = activity.Open(context.Background(), db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := s.Approvals(context.Background(), false)
+	if err != nil || len(all) != 2 || all[0].State != activity.ApprovalApproved || all[1].State != activity.ApprovalDenied || all[0].Operator != "bob" {
+		t.Fatalf("answers stored: %v %+v", err, all)
+	}
+}
