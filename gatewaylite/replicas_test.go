@@ -100,7 +100,8 @@ func TestRetryOnAnotherReplicaAttaches(t *testing.T) {
 	target.SetHold(nil)
 	close(hold)
 	m1, m2 := <-first, <-retry
-	if m2["id"] != m1["id"] || m2["replayed"] != true || m2["state"] != "succeeded" {
+	// The first call's answer may already be delivered when the retry reads it.
+	if m2["id"] != m1["id"] || m2["replayed"] != true || (m2["state"] != "succeeded" && m2["state"] != "delivered") {
 		t.Fatalf("retry on the other replica: %v; first: %v", m2, m1)
 	}
 	if n := target.Total(); n != 1 {
