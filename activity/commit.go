@@ -226,6 +226,9 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			return
 		}
 		s.afterCommit(chain)
+		if decided(results) {
+			s.signal()
+		}
 	}
 	answer()
 }
@@ -288,7 +291,6 @@ func decided(results []writeResult) bool {
 
 // afterCommit updates what this process caches about the log.
 func (s *Store) afterCommit(chain *Tx) {
-	defer s.signal()
 	s.prepareNoted(context.Background())
 	for _, id := range chain.runs {
 		s.knownRuns.Store(id, true)

@@ -37,6 +37,7 @@ var storeTests = []struct {
 	{"SecondUnresolvedRefusedByTheDatabase", testSecondUnresolvedRefusedByTheDatabase},
 	{"TablesProvenByTheLog", testTablesProvenByTheLog},
 	{"LeaseClaimedOnce", testLeaseClaimedOnce},
+	{"PartialIDsIgnoreCase", testPartialIDsIgnoreCase},
 }
 
 func TestStore(t *testing.T) {
@@ -68,6 +69,22 @@ func TestPostgresOpen(t *testing.T) {
 	}
 	if _, err := activity.Open(ctx, db, activity.Options{KeyDir: keys}); err == nil || !strings.Contains(err.Error(), "newer than this mcpdup") {
 		t.Fatalf("newer schema: %v", err)
+	}
+	// The servers the tests start trust their socket, so a password is
+	// accepted and ignored: whichever form it takes, it is not shown.
+	for _, withPassword := range []string{db + "&password=s3cret-pw", strings.Replace(db, "postgres:///", "postgres://mcpdup:s3cret-pw@/", 1)} {
+		s, err := activity.Open(ctx, withPassword, activity.Options{ReadOnly: true, KeyDir: keys})
+		if err == nil {
+			if strings.Contains(s.Path(), "s3cret-pw") {
+				t.Errorf("the store's name shows the password: %s", s.Path())
+			}
+			s.Close()
+		} else if strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("an error shows the password: %v", err)
+		}
+		if _, err := activity.Open(ctx, withPassword, activity.Options{KeyDir: keys, PageSize: 1000}); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("a refused option: %v", err)
+		}
 	}
 	u, _ := url.Parse(db)
 	u.User = url.UserPassword("mcpdup", "s3cret-pw")

@@ -50,10 +50,20 @@ func (s *Store) nowMS() string {
 	return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 }
 
-// leaseDB is where leases are written outside the write lock.
-func (s *Store) leaseDB() *sql.DB {
+// opsDB is where operational rows (event streams, a new lease) are
+// written outside the write lock.
+func (s *Store) opsDB() *sql.DB {
 	if s.ops != nil {
 		return s.ops
+	}
+	return s.w
+}
+
+// renewDB is where leases are renewed: on PostgreSQL a connection of its
+// own, so a renewal never queues behind streams' writes.
+func (s *Store) renewDB() *sql.DB {
+	if s.renew != nil {
+		return s.renew
 	}
 	return s.w
 }
@@ -70,7 +80,7 @@ func (s *Store) StartLease(ctx context.Context, name string, ttl time.Duration) 
 		name, _ = os.Hostname()
 	}
 	l := Lease{ID: newID("gw", s.opts.Now()), Name: name, TTL: ttl}
-	_, err := s.leaseDB().ExecContext(ctx, `INSERT INTO replicas(id, name, pid, started_at, renewed_ms, expires_ms)
+	_, err := s.opsDB().ExecContext(ctx, `INSERT INTO replicas(id, name, pid, started_at, renewed_ms, expires_ms)
 		VALUES (?, ?, ?, ?, `+s.nowMS()+`, `+s.nowMS()+` + ?)`, l.ID, name, os.Getpid(), FormatTime(s.opts.Now()), ttl.Milliseconds())
 	if err != nil {
 		return Lease{}, fmt.Errorf("start lease: %w", err)
@@ -81,7 +91,7 @@ func (s *Store) StartLease(ctx context.Context, name string, ttl time.Duration) 
 // RenewLease extends l by its TTL from now, or says ErrLeaseLost when
 // another replica has claimed it.
 func (s *Store) RenewLease(ctx context.Context, l Lease) error {
-	res, err := s.leaseDB().ExecContext(ctx, `UPDATE replicas SET renewed_ms = `+s.nowMS()+`, expires_ms = `+s.nowMS()+` + ?
+	res, err := s.renewDB().ExecContext(ctx, `UPDATE replicas SET renewed_ms = `+s.nowMS()+`, expires_ms = `+s.nowMS()+` + ?
 		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL`, l.TTL.Milliseconds(), l.ID)
 	if err != nil {
 		return fmt.Errorf("renew lease %s: %w", l.ID, err)
@@ -95,7 +105,7 @@ func (s *Store) RenewLease(ctx context.Context, l Lease) error {
 // EndLease ends l at a clean shutdown: it runs out now, so whatever it
 // left in flight is recovered at once.
 func (s *Store) EndLease(ctx context.Context, l Lease) error {
-	_, err := s.leaseDB().ExecContext(ctx, `UPDATE replicas SET ended_at = ?, expires_ms = `+s.nowMS()+`
+	_, err := s.renewDB().ExecContext(ctx, `UPDATE replicas SET ended_at = ?, expires_ms = `+s.nowMS()+`
 		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL`, FormatTime(s.opts.Now()), l.ID)
 	if err != nil {
 		return fmt.Errorf("end lease %s: %w", l.ID, err)
@@ -192,18 +202,20 @@ func (w *Tx) LiveLeases(except string) (int, error) {
 }
 
 // HoldsLease fails with ErrLeaseLost unless replica id's lease is still
-// its own. Checked under the write lock before anything is dispatched: a
+// its own and running: not claimed, not ended, not run out (a replica
+// that stalled that long is taken for dead, and any other may claim it
+// now). Checked under the write lock before anything is dispatched: a
 // claim commits under that lock too, so no dispatch follows a recovery of
 // its replica.
 func (w *Tx) HoldsLease(id string) error {
-	var recovered sql.NullString
-	err := w.queryRow(`SELECT recovered_by FROM replicas WHERE id = ?`, id).Scan(&recovered)
+	var live bool
+	err := w.queryRow(`SELECT recovered_by IS NULL AND ended_at IS NULL AND expires_ms >= `+w.s.nowMS()+` FROM replicas WHERE id = ?`, id).Scan(&live)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrLeaseLost
 	case err != nil:
 		return fmt.Errorf("check lease %s: %w", id, err)
-	case recovered.Valid:
+	case !live:
 		return ErrLeaseLost
 	}
 	return nil

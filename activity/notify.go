@@ -1,11 +1,12 @@
 package activity
 
-// Commit signals: a waiter learns at once that something it waits on may
-// have changed, instead of polling. Every commit of this store signals;
-// on PostgreSQL a commit that carries an operator's decision (a
-// resolution, the vault, an approval's answer) also NOTIFYs, and every
-// store that waits LISTENs, so a decision made in the console or the CLI
-// reaches a gateway replica that waits on it as it commits.
+// Decision signals: a waiter learns at once that an operator's decision
+// (a resolution, the vault, an approval's answer) was committed, instead
+// of polling. A commit of this store that carries one signals; on
+// PostgreSQL it also NOTIFYs, and every store that waits LISTENs, so a
+// decision made in the console or the CLI reaches a gateway replica that
+// waits on it as it commits. Other commits signal nothing: a busy gateway
+// would otherwise wake every waiter at every commit.
 
 import (
 	"context"
@@ -23,21 +24,28 @@ type commitSignal struct {
 	mu        sync.Mutex
 	ch        chan struct{}
 	listening bool
+	closed    bool
 	cancel    context.CancelFunc
+	listener  sync.WaitGroup
 }
 
-// Committed returns a channel closed at the next commit the store learns
-// of: its own, and on PostgreSQL any process's operator decision. Take it
-// before reading what the commit would change, then wait on it (with a
-// timeout: a lost connection falls back to reading again later).
-func (s *Store) Committed() <-chan struct{} {
+// Decided returns a channel closed at the next operator's decision the
+// store learns of: its own, and on PostgreSQL any process's. Take it
+// before reading what the decision would change, then wait on it (with a
+// timeout: a lost connection, or another process's decision on SQLite,
+// is seen at the next read).
+func (s *Store) Decided() <-chan struct{} {
 	s.sig.mu.Lock()
 	defer s.sig.mu.Unlock()
-	if s.pg && !s.sig.listening {
+	if s.pg && !s.sig.listening && !s.sig.closed {
 		s.sig.listening = true
 		ctx, cancel := context.WithCancel(context.Background())
 		s.sig.cancel = cancel
-		go s.listen(ctx)
+		s.sig.listener.Add(1)
+		go func() {
+			defer s.sig.listener.Done()
+			s.listen(ctx)
+		}()
 	}
 	if s.sig.ch == nil {
 		s.sig.ch = make(chan struct{})
@@ -45,7 +53,7 @@ func (s *Store) Committed() <-chan struct{} {
 	return s.sig.ch
 }
 
-// signal wakes everyone waiting on Committed.
+// signal wakes everyone waiting on Decided.
 func (s *Store) signal() {
 	s.sig.mu.Lock()
 	if s.sig.ch != nil {
@@ -79,11 +87,13 @@ func (s *Store) listen(ctx context.Context) {
 	}
 }
 
-// stopListening ends the listener at Close.
+// stopListening ends the listener at Close, and waits for it.
 func (s *Store) stopListening() {
 	s.sig.mu.Lock()
+	s.sig.closed = true
 	if s.sig.cancel != nil {
 		s.sig.cancel()
 	}
 	s.sig.mu.Unlock()
+	s.sig.listener.Wait()
 }

@@ -99,10 +99,10 @@ func (s *Store) findID(ctx context.Context, table, what, kind, typed string) (st
 	var q string
 	var args []any
 	if p.suffix != "" || strings.ContainsAny(p.Text, "…") {
-		q = `SELECT id FROM ` + table + ` WHERE id LIKE ? ESCAPE '\' AND id LIKE ? ESCAPE '\' LIMIT 3`
+		q = `SELECT id FROM ` + table + ` WHERE upper(id) LIKE upper(?) ESCAPE '\' AND upper(id) LIKE upper(?) ESCAPE '\' LIMIT 3`
 		args = []any{esc(p.prefix) + "%", "%" + esc(p.suffix)}
 	} else {
-		q = `SELECT id FROM ` + table + ` WHERE id LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\' LIMIT 3`
+		q = `SELECT id FROM ` + table + ` WHERE upper(id) LIKE upper(?) ESCAPE '\' OR upper(id) LIKE upper(?) ESCAPE '\' LIMIT 3`
 		args = []any{esc(p.prefix) + "%", "%" + esc(p.prefix)}
 	}
 	ids, err := queryAll(ctx, s, what+" ids", func(r rowScanner) (string, error) {

@@ -59,13 +59,29 @@ func (s *Store) readTx() *sql.TxOptions {
 	return &sql.TxOptions{ReadOnly: true}
 }
 
-// RedactURL is a database URL fit to show: without its password.
+// RedactURL is a database URL fit to show: without its password, in the
+// user part or among the parameters (password, sslpassword).
 func RedactURL(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "postgres://(unparsable URL)"
 	}
+	q, changed := u.Query(), false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			changed = true
+		}
+	}
+	if changed {
+		u.RawQuery = q.Encode()
+	}
 	return u.Redacted()
+}
+
+// errNewerSchema refuses a database a newer mcpdup wrote.
+func errNewerSchema(v int) error {
+	return fmt.Errorf("schema version %d is newer than this mcpdup understands (%d): upgrade mcpdup", v, SchemaVersion)
 }
 
 // openPostgresPools opens the writer (one connection, as on SQLite: the
@@ -90,7 +106,9 @@ func (s *Store) openPostgresPools() error {
 	}
 	ops := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
 	ops.SetMaxOpenConns(2)
-	s.w, s.r, s.ops = w, r, ops
+	renew := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
+	renew.SetMaxOpenConns(1)
+	s.w, s.r, s.ops, s.renew = w, r, ops, renew
 	return nil
 }
 
@@ -132,7 +150,7 @@ func (s *Store) pgMigrate(ctx context.Context) (created bool, err error) {
 	}
 	switch {
 	case from > SchemaVersion:
-		return false, fmt.Errorf("schema version %d is newer than this mcpdup understands (%d): upgrade mcpdup", from, SchemaVersion)
+		return false, errNewerSchema(from)
 	case from == SchemaVersion:
 		return false, nil
 	}
@@ -303,7 +321,7 @@ func (s *Store) pgInit(ctx context.Context) (created bool, err error) {
 	case v == 0:
 		return false, ErrNotExist
 	case v > SchemaVersion:
-		return false, fmt.Errorf("schema version %d is newer than this mcpdup understands (%d): upgrade mcpdup", v, SchemaVersion)
+		return false, errNewerSchema(v)
 	case v < SchemaVersion:
 		return false, fmt.Errorf("schema version %d is older than %d: open it once without read-only mode to migrate", v, SchemaVersion)
 	}

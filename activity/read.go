@@ -139,7 +139,7 @@ func (s *Store) Executions(ctx context.Context, f ExecutionFilter) ([]Execution,
 		where = append(where, "source_id IS NULL")
 	}
 	if f.TargetEnds != "" {
-		where = append(where, "target LIKE ? ESCAPE '\\'")
+		where = append(where, "upper(target) LIKE upper(?) ESCAPE '\\'") // SQLite's LIKE ignores ASCII case; PostgreSQL's does not
 		args = append(args, "%"+likeEscape.Replace(f.TargetEnds))
 	}
 	if len(f.Methods) > 0 {

@@ -319,6 +319,7 @@ CREATE TABLE mcp_events(
 	at_ms      INTEGER NOT NULL,
 	PRIMARY KEY(session_id, stream_id, idx)
 ) STRICT;
+CREATE INDEX mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
 }
 

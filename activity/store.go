@@ -105,7 +105,8 @@ type Store struct {
 	path   string // the file, or the URL without its password
 	dsn    string // PostgreSQL: the URL to connect with
 	pg     bool
-	ops    *sql.DB // PostgreSQL: writes outside the write lock (lease renewals)
+	ops    *sql.DB // PostgreSQL: writes outside the write lock (event streams)
+	renew  *sql.DB // PostgreSQL: lease renewals, on a connection nothing else waits on
 	w      *sql.DB // one connection: BEGIN IMMEDIATE serialises writers
 	r      *sql.DB // readers; WAL lets them run beside the writer
 	ckpt   *sql.DB // WAL checkpoints, off the commit path
@@ -157,7 +158,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.PageSize = DefaultPageSize
 	}
 	if n := opts.PageSize; n < 512 || n > 65536 || n&(n-1) != 0 {
-		return nil, fmt.Errorf("open %s: page size %d: must be a power of two from 512 to 65536", path, n)
+		shown := path
+		if IsPostgres(path) {
+			shown = RedactURL(path)
+		}
+		return nil, fmt.Errorf("open %s: page size %d: must be a power of two from 512 to 65536", shown, n)
 	}
 	s := &Store{path: path, opts: opts, stop: make(chan struct{}), closing: make(chan struct{}),
 		writes: make(chan *writeReq), edgeSize: -1}
@@ -403,8 +408,10 @@ func (s *Store) checkpointWAL(mode string) {
 func (s *Store) closePools() {
 	s.r.Close()
 	s.w.Close()
-	if s.ops != nil {
-		s.ops.Close()
+	for _, db := range []*sql.DB{s.ops, s.renew} {
+		if db != nil {
+			db.Close()
+		}
 	}
 	if s.ckpt != nil {
 		s.ckpt.Close()
@@ -428,7 +435,7 @@ func (s *Store) init(ctx context.Context, created bool) error {
 	}
 	switch {
 	case version > SchemaVersion:
-		return fmt.Errorf("schema version %d is newer than this mcpdup understands (%d): upgrade mcpdup", version, SchemaVersion)
+		return errNewerSchema(version)
 	case version < SchemaVersion && s.opts.ReadOnly:
 		return fmt.Errorf("schema version %d is older than %d: open it once without read-only mode to migrate", version, SchemaVersion)
 	case version < SchemaVersion:

@@ -1098,3 +1098,20 @@ func testLeaseClaimedOnce(t *testing.T, eng activitytest.Engine) {
 		t.Fatalf("leases: %v %+v", err, leases)
 	}
 }
+
+// testPartialIDsIgnoreCase: an id typed from a screen in lower case finds
+// its execution on either engine.
+func testPartialIDsIgnoreCase(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
+	ids, err := activitytest.Incident(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ids["ticket"]
+	for _, typed := range []string{strings.ToLower(string(want)[len(want)-6:]), strings.ToLower(string(want))} {
+		got, err := s.FindExecutionID(ctx, typed)
+		if err != nil || got != want {
+			t.Errorf("%q: %v %v, want %s", typed, got, err, want)
+		}
+	}
+}

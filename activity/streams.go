@@ -34,7 +34,7 @@ type StreamSession struct {
 
 // OpenStream records a stream of session, opened by replica for actor.
 func (s *Store) OpenStream(ctx context.Context, session, stream, actor, replica string) error {
-	_, err := s.leaseDB().ExecContext(ctx, `INSERT OR IGNORE INTO mcp_sessions(id, actor, replica, opened_ms) VALUES (?, ?, ?, `+s.nowMS()+`)`,
+	_, err := s.opsDB().ExecContext(ctx, `INSERT OR IGNORE INTO mcp_sessions(id, actor, replica, opened_ms) VALUES (?, ?, ?, `+s.nowMS()+`)`,
 		session, actor, replica)
 	if err != nil {
 		return fmt.Errorf("open stream %s/%s: %w", session, stream, err)
@@ -42,14 +42,15 @@ func (s *Store) OpenStream(ctx context.Context, session, stream, actor, replica 
 	return nil
 }
 
-// AppendEvent stores the next event of a stream (index 0, 1, …).
-func (s *Store) AppendEvent(ctx context.Context, session, stream string, data []byte) error {
+// AppendEvent stores event idx of a stream. The index is the caller's
+// (the SDK's own count of the stream's events), so one that could not be
+// stored leaves a gap EventsAfter reports, rather than shifting the rest.
+func (s *Store) AppendEvent(ctx context.Context, session, stream string, idx int, data []byte) error {
 	if data == nil {
 		data = []byte{} // the priming event: no data, but an index
 	}
-	_, err := s.leaseDB().ExecContext(ctx, `INSERT INTO mcp_events(session_id, stream_id, idx, data, at_ms)
-		SELECT ?, ?, COALESCE(MAX(idx) + 1, 0), ?, `+s.nowMS()+` FROM mcp_events WHERE session_id = ? AND stream_id = ?`,
-		session, stream, data, session, stream)
+	_, err := s.opsDB().ExecContext(ctx, `INSERT INTO mcp_events(session_id, stream_id, idx, data, at_ms) VALUES (?, ?, ?, ?, `+s.nowMS()+`)`,
+		session, stream, idx, data)
 	if err != nil {
 		return fmt.Errorf("append event to %s/%s: %w", session, stream, err)
 	}
@@ -100,7 +101,7 @@ func (s *Store) EventsAfter(ctx context.Context, session, stream string, index i
 
 // CloseSession forgets a session's events.
 func (s *Store) CloseSession(ctx context.Context, session string) error {
-	db := s.leaseDB()
+	db := s.opsDB()
 	if _, err := db.ExecContext(ctx, `DELETE FROM mcp_events WHERE session_id = ?`, session); err != nil {
 		return fmt.Errorf("close session %s: %w", session, err)
 	}
@@ -111,7 +112,7 @@ func (s *Store) CloseSession(ctx context.Context, session string) error {
 // PurgeStreams deletes the sessions opened more than EventRetention ago,
 // and their events.
 func (s *Store) PurgeStreams(ctx context.Context) error {
-	db := s.leaseDB()
+	db := s.opsDB()
 	cut := `(` + s.nowMS() + ` - ?)`
 	ms := EventRetention.Milliseconds()
 	if _, err := db.ExecContext(ctx, `DELETE FROM mcp_events WHERE session_id IN (SELECT id FROM mcp_sessions WHERE opened_ms < `+cut+`)`, ms); err != nil {

@@ -70,7 +70,7 @@ var approvalPoll = 100 * time.Millisecond
 // answered in the meantime).
 func (g *Gateway) waitApproval(ctx context.Context, id string, deadline time.Time) (activity.Approval, error) {
 	for {
-		changed := g.store.Committed() // before the read: a decision after it wakes us
+		changed := g.store.Decided() // before the read: a decision after it wakes us
 		a, err := g.store.ProvenApproval(ctx, id)
 		if err != nil {
 			return a, err

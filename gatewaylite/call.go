@@ -430,6 +430,11 @@ func (g *Gateway) untilSettled(ctx context.Context, exec activity.Execution, dea
 	}
 }
 
+// blockReason is why an unknown execution waits for an operator.
+func blockReason(c activity.Contract) string {
+	return fmt.Sprintf("contract %s: not resent after an unknown outcome; verify at the target", c)
+}
+
 // beforeOutcome: a process is on its way to an outcome.
 func beforeOutcome(s activity.State) bool {
 	return s == activity.StateAccepted || s == activity.StateAuthorized || s == activity.StateDispatched
@@ -441,8 +446,7 @@ func (g *Gateway) block(ctx context.Context, exec activity.Execution) activity.E
 	if exec.State != activity.StateUnknown {
 		return exec
 	}
-	next, err := g.transition(ctx, exec, activity.StatePendingVerification,
-		fmt.Sprintf("contract %s: not resent after an unknown outcome; verify at the target", exec.Contract))
+	next, err := g.transition(ctx, exec, activity.StatePendingVerification, blockReason(exec.Contract))
 	if err != nil {
 		return exec
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -26,27 +27,43 @@ import (
 // eventStore is the store for the gateway's streams.
 func (g *Gateway) eventStore() mcp.EventStore {
 	if g.store.IsPostgres() {
-		return sharedEvents{g}
+		return &sharedEvents{g: g, next: map[string]int{}}
 	}
 	return mcp.NewMemoryEventStore(nil)
 }
 
-// sharedEvents is mcp.EventStore on the database replicas share.
-type sharedEvents struct{ g *Gateway }
+// sharedEvents is mcp.EventStore on the database replicas share. It
+// counts each stream's events as the SDK does (every Append, stored or
+// not), so the stored indexes are the event ids the client saw.
+type sharedEvents struct {
+	g    *Gateway
+	mu   sync.Mutex
+	next map[string]int // session NUL stream → index of its next event
+}
 
-func (e sharedEvents) Open(ctx context.Context, session, stream string) error {
+func (e *sharedEvents) Open(ctx context.Context, session, stream string) error {
 	actor := ""
 	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 		actor = ti.UserID // none: no other replica will replay it
 	}
+	e.mu.Lock()
+	if _, ok := e.next[session+"\x00"+stream]; !ok {
+		e.next[session+"\x00"+stream] = 0
+	}
+	e.mu.Unlock()
 	return e.g.store.OpenStream(ctx, session, stream, actor, e.g.lease.ID)
 }
 
-func (e sharedEvents) Append(ctx context.Context, session, stream string, data []byte) error {
-	return e.g.store.AppendEvent(ctx, session, stream, data)
+func (e *sharedEvents) Append(ctx context.Context, session, stream string, data []byte) error {
+	key := session + "\x00" + stream
+	e.mu.Lock()
+	idx := e.next[key]
+	e.next[key] = idx + 1
+	e.mu.Unlock()
+	return e.g.store.AppendEvent(ctx, session, stream, idx, data)
 }
 
-func (e sharedEvents) After(ctx context.Context, session, stream string, index int) iter.Seq2[[]byte, error] {
+func (e *sharedEvents) After(ctx context.Context, session, stream string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		events, _, err := e.g.store.EventsAfter(ctx, session, stream, index)
 		if err != nil {
@@ -61,7 +78,14 @@ func (e sharedEvents) After(ctx context.Context, session, stream string, index i
 	}
 }
 
-func (e sharedEvents) SessionClosed(ctx context.Context, session string) error {
+func (e *sharedEvents) SessionClosed(ctx context.Context, session string) error {
+	e.mu.Lock()
+	for k := range e.next {
+		if strings.HasPrefix(k, session+"\x00") {
+			delete(e.next, k)
+		}
+	}
+	e.mu.Unlock()
 	return e.g.store.CloseSession(ctx, session)
 }
 

@@ -174,12 +174,16 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		return nil, err
 	}
 	g.closers = append(g.closers, g.endLease)
+	g.bg.Add(1)
+	go g.keepLease() // before recovery, which may wait on the write lock
 	if err := g.recoverInFlight(ctx); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("recover executions left in flight: %w", err)
 	}
-	g.bg.Add(1)
-	go g.keepLease()
+	if g.store.IsPostgres() {
+		g.bg.Add(1)
+		go g.sweep()
+	}
 	g.delivery.start()
 	return g, nil
 }

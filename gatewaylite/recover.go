@@ -168,7 +168,7 @@ func (g *Gateway) recoverOne(w *activity.Tx, e activity.Execution, owner string)
 	// simply runs.
 	if e.State == activity.StateUnknown && e.Contract == activity.ContractBlockedAfterUnknown {
 		e, err = w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateUnknown, To: activity.StatePendingVerification,
-			Reason: fmt.Sprintf("contract %s: not resent after an unknown outcome; verify at the target", e.Contract)})
+			Reason: blockReason(e.Contract)})
 	}
 	return e, err
 }
@@ -184,7 +184,10 @@ func (g *Gateway) expireApprovals(w *activity.Tx, recovered map[activity.Executi
 		return err
 	}
 	for _, a := range pending {
-		if !sole && !recovered[a.ExecutionID] {
+		// A session approval belongs to a run, which replicas share: a
+		// live replica's call may be waiting on it too. It stands until an
+		// operator answers or a waiter's approval_timeout expires it.
+		if !sole && (a.Kind == activity.ApprovalSession || !recovered[a.ExecutionID]) {
 			continue
 		}
 		why := "the gateway restarted while it waited"

@@ -35,14 +35,14 @@ func (g *Gateway) startLease(ctx context.Context) error {
 	return nil
 }
 
-// keepLease renews the lease every quarter of its TTL and recovers the
-// replicas whose leases ran out, until the gateway closes or the lease is
-// lost.
+// keepLease renews the lease every quarter of its TTL until the gateway
+// closes or the lease is lost. It does nothing else, and renews on a
+// connection of its own without the write lock: nothing another process
+// holds (a long import's transaction) delays it.
 func (g *Gateway) keepLease() {
 	defer g.bg.Done()
 	tick := time.NewTicker(max(g.lease.TTL/4, 10*time.Millisecond))
 	defer tick.Stop()
-	purged := time.Now()
 	for {
 		select {
 		case <-g.stop:
@@ -51,8 +51,8 @@ func (g *Gateway) keepLease() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), g.lease.TTL)
 		err := g.store.RenewLease(ctx, g.lease)
+		cancel()
 		if errors.Is(err, activity.ErrLeaseLost) {
-			cancel()
 			g.log.Error("lease lost: another replica recovered this one's executions; refusing every call from now on", "replica", g.lease.ID)
 			g.lostOnce.Do(func() { close(g.lost) })
 			return
@@ -60,14 +60,33 @@ func (g *Gateway) keepLease() {
 		if err != nil {
 			g.log.Warn("renew lease", "replica", g.lease.ID, "error", err)
 		}
+	}
+}
+
+// sweep recovers, every quarter of the lease TTL, the replicas whose
+// leases ran out, and drops old event streams every minute (PostgreSQL:
+// on SQLite the gateway lock leaves no other replica to recover).
+func (g *Gateway) sweep() {
+	defer g.bg.Done()
+	tick := time.NewTicker(max(g.lease.TTL/4, 10*time.Millisecond))
+	defer tick.Stop()
+	purged := time.Now()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.lost:
+			return
+		case <-tick.C:
+		}
+		ctx := context.Background()
 		g.recoverExpired(ctx)
-		if g.store.IsPostgres() && time.Since(purged) > time.Minute {
+		if time.Since(purged) > time.Minute {
 			purged = time.Now()
 			if err := g.store.PurgeStreams(ctx); err != nil {
 				g.log.Warn("purge old event streams", "error", err)
 			}
 		}
-		cancel()
 	}
 }
 

@@ -71,8 +71,9 @@ func TestChaosReplicas(t *testing.T) {
 	if pt.duplicates == 0 {
 		t.Errorf("the pass-through run shows no duplicates: the faults are not biting")
 	}
-	if fleet.kills.Load() == 0 || rec.deadRecovered == 0 {
-		t.Errorf("no replica was killed and recovered: %d kills, %d recovered", fleet.kills.Load(), rec.deadRecovered)
+	if fleet.kills.Load() == 0 || rec.deadRecovered == 0 || rec.executions == 0 {
+		t.Errorf("no replica was killed and recovered with work in flight: %d kills, %d recovered, %d executions (if the recovery's reason was reworded, this check reads it: recoveries())",
+			fleet.kills.Load(), rec.deadRecovered, rec.executions)
 	}
 	for _, p := range rec.problems {
 		t.Error(p)

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // replicaTTL is the lease of the replicas these tests run: short, so a
@@ -237,7 +238,16 @@ func TestDecisionReachesTheWaitingReplica(t *testing.T) {
 		pending, _ = operator.Approvals(ctx, true)
 		return len(pending) == 1
 	}, "the call to wait on an approval")
-	time.Sleep(100 * time.Millisecond) // the waiter is past its first read
+	// The waiting replica LISTENs before the decision: its listener wakes
+	// waiters when it connects, which would let the call through without
+	// any notification.
+	raw := activitytest.Postgres.Raw(t, db)
+	waitFor(t, func() bool {
+		var n int
+		raw.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n)
+		return n > 0
+	}, "the waiting replica to LISTEN")
+	time.Sleep(100 * time.Millisecond) // the waiter is past the read its listener's connection woke
 	if _, err := operator.DecideApproval(ctx, pending[0].ID, activity.ApprovalApproved, "alice", "checked the order"); err != nil {
 		t.Fatal(err)
 	}
@@ -385,5 +395,162 @@ func TestVaultLockReachesEveryReplica(t *testing.T) {
 	}
 	if n := target.Total(); n != 2 {
 		t.Fatalf("the target acted %d times, want 2 (after the unlock only)", n)
+	}
+}
+
+// TestLeasesOutliveALongWrite: while another process holds the write lock
+// for several lease TTLs (a long import), live replicas keep renewing
+// their leases, and once the lock is free nobody claims them.
+func TestLeasesOutliveALongWrite(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL)
+	a, _ := inProcessReplica(t, config, db, keys)
+	b, _ := inProcessReplica(t, config, db, keys)
+	writer, err := activity.Open(ctx, db, activity.Options{KeyDir: keys}) // opening writes: before the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	thirdStore, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer thirdStore.Close()
+	cfg, err := gatewaylite.ParseConfig([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A dead replica's lease, for the live ones to claim once they can.
+	dead, err := writer.StartLease(ctx, "dead", 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := activitytest.Postgres.Raw(t, db)
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT pg_advisory_xact_lock(120273854821744)`); err != nil { // the store's write lock, 0x6d6370647570
+		t.Fatal(err)
+	}
+	// It is the store's lock: a write waits on it.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := writer.Write(ctx, func(w *activity.Tx) error { return w.SetVault(false, "alice", "probe") })
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a write went through while the write lock was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A third replica starts while the lock is held: its recovery waits,
+	// its lease must not.
+	c := make(chan *gatewaylite.Gateway, 1)
+	go func() {
+		g, err := gatewaylite.New(ctx, cfg, thirdStore, gatewaylite.Options{KeyDir: keys, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Error(err)
+		}
+		c <- g
+	}()
+	time.Sleep(3 * time.Second)
+	tx.Rollback()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	third := <-c
+	if third == nil {
+		t.FailNow()
+	}
+	defer third.Close()
+	time.Sleep(1500 * time.Millisecond) // a sweep or two after the lock is free
+	store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		switch {
+		case l.ID == dead.ID && l.RecoveredBy == "":
+			t.Errorf("the dead replica's lease was never claimed")
+		case l.ID != dead.ID && l.RecoveredBy != "":
+			t.Errorf("lease %s (live) was claimed by %s", l.ID, l.RecoveredBy)
+		}
+	}
+	for _, g := range []*gatewaylite.Gateway{a, b, third} {
+		select {
+		case <-g.Lost():
+			t.Errorf("replica %s lost its lease", g.Replica())
+		default:
+		}
+	}
+}
+
+// TestSessionApprovalSurvivesARecovery: two replicas' calls of one named
+// run wait on its session approval; the replica that asked dies, and its
+// recovery leaves the approval to the live one's call, which the
+// operator's answer then lets through.
+func TestSessionApprovalSurvivesARecovery(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target := loopback.NewTarget()
+	defer target.Close()
+	db, keys := sharedDB(t)
+	config := testConfig(target.URL, target.URL, replicaTTL+"\nsession_grant = \"ask\"")
+	_, live := inProcessReplica(t, config, db, keys)
+	addr := freeAddr(t)
+	doomed := startGatewayProcess(t, config, db, keys, addr)
+	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+	meta := mcp.Meta{gatewaylite.MetaRunID: "run-shared"}
+	pending := func() []activity.Approval { as, _ := operator.Approvals(ctx, true); return as }
+
+	csDoomed, err := loopback.Connect(ctx, "http://"+addr+"/mcp", agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go call(t, csDoomed, "deploy_release", map[string]any{"service": "a", "version": "1"}, meta)
+	waitFor(t, func() bool { return len(pending()) == 1 }, "the first call to ask for the session grant")
+	csLive, err := loopback.Connect(ctx, live, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csLive.Close()
+	second := make(chan map[string]any, 1)
+	go func() {
+		second <- execMeta(t, mustCall(t, csLive, "deploy_release", map[string]any{"service": "b", "version": "1"}, meta))
+	}()
+	time.Sleep(300 * time.Millisecond) // the live replica's call waits on the same approval
+	doomed.kill()
+	waitFor(t, func() bool {
+		leases, _ := operator.Leases(ctx)
+		for _, l := range leases {
+			if l.RecoveredBy != "" {
+				return true
+			}
+		}
+		return false
+	}, "the dead replica to be recovered")
+	as := pending()
+	if len(as) != 1 || as[0].Kind != activity.ApprovalSession {
+		t.Fatalf("after the recovery the session approval is gone: %+v", as)
+	}
+	if _, err := operator.DecideApproval(ctx, as[0].ID, activity.ApprovalApproved, "bob", "known agent"); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-second; m["state"] != "succeeded" {
+		t.Fatalf("the live replica's call after the grant: %v", m)
 	}
 }

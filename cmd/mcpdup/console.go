@@ -115,7 +115,10 @@ Examples:
 
 func (c *DemoCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	db, keyDir := g.DB, g.KeyDir
+	db, keyDir := "", g.KeyDir
+	if g.DB != "" {
+		db = g.dbPath()
+	}
 	if db == "" {
 		dir, err := os.MkdirTemp("", "mcpdup-demo-")
 		if err != nil {
@@ -129,15 +132,15 @@ func (c *DemoCmd) Run(g *Globals) error {
 	if keyDir == "" {
 		keyDir = g.keyDir()
 	}
-	if _, err := os.Stat(db); err == nil {
-		return fmt.Errorf("%s exists: the demo writes a new database (remove it or pick another --db)", db)
+	if err := demoTargetFree(ctx, db, keyDir); err != nil {
+		return err
 	}
 	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keyDir})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(g.stderr, "mcpdup demo: running a scripted incident into %s\n", db)
+	fmt.Fprintf(g.stderr, "mcpdup demo: running a scripted incident into %s\n", shown(db))
 	err = demo.Run(ctx, s, keyDir, func(step string) { fmt.Fprintf(g.stderr, "  %s\n", step) })
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -145,7 +148,7 @@ func (c *DemoCmd) Run(g *Globals) error {
 	if _, err := s.Seal(ctx, activity.SealManual); err != nil {
 		return err
 	}
-	again := fmt.Sprintf("%s console --db %s --key-dir %s", selfCommand(), db, keyDir)
+	again := fmt.Sprintf("%s console --db %s --key-dir %s", selfCommand(), shown(db), keyDir)
 	if c.NoConsole {
 		fmt.Fprintf(g.stderr, "done. Open it with:\n  %s\n", again)
 		return nil
@@ -166,8 +169,29 @@ func (c *DemoCmd) Run(g *Globals) error {
 	if err := runConsole(s, tui.Options{Operator: operator}); err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stderr, "the demo database stays at %s; open it again with:\n  %s\n", db, again)
+	fmt.Fprintf(g.stderr, "the demo database stays at %s; open it again with:\n  %s\n", shown(db), again)
 	return nil
+}
+
+// demoTargetFree refuses a database that already holds anything: the demo
+// writes a new one, and a signed log cannot be taken back. A PostgreSQL
+// database must exist and be empty (no mcpdup schema).
+func demoTargetFree(ctx context.Context, db, keyDir string) error {
+	if !activity.IsPostgres(db) {
+		if _, err := os.Stat(db); err == nil {
+			return fmt.Errorf("%s exists: the demo writes a new database (remove it or pick another --db)", db)
+		}
+		return nil
+	}
+	s, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keyDir})
+	switch {
+	case errors.Is(err, activity.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.Close()
+	return fmt.Errorf("%s holds an mcpdup log: the demo writes into an empty database (create another, or pick a file)", shown(db))
 }
 
 // selfCommand is how to run this binary again: "mcpdup" when that is what

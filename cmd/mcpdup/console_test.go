@@ -320,6 +320,25 @@ func TestDemoWithoutTerminal(t *testing.T) {
 	}
 }
 
+// TestDemoOnPostgres: the demo writes into an empty PostgreSQL database,
+// never shows the URL's password, and refuses a database that already
+// holds a log (a signed log cannot be taken back).
+func TestDemoOnPostgres(t *testing.T) {
+	db := activitytest.Postgres.DB(t) + "&password=s3cret-pw" // the test server trusts its socket
+	keys := filepath.Join(t.TempDir(), "keys")
+	var out, errb strings.Builder
+	if code := run([]string{"demo", "--db", db, "--key-dir", keys}, &out, &errb); code != 0 || !strings.Contains(out.String(), "duplicate ") {
+		t.Fatalf("demo on an empty database: exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(errb.String()+out.String(), "s3cret-pw") {
+		t.Errorf("the demo showed the password:\n%s", errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"demo", "--db", db, "--key-dir", keys}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "holds an mcpdup log") || strings.Contains(errb.String(), "s3cret-pw") {
+		t.Errorf("demo over a database with a log: exit %d, %s", code, errb.String())
+	}
+}
+
 // TestConsoleLiveWithGateway: the console is open on the database a
 // running gateway (another process) writes; calls made through the
 // gateway appear in the console without a restart.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -184,7 +185,11 @@ func dryRunStores(ctx context.Context, g *Globals) (scratch, seen *activity.Stor
 		return nil, nil, nil, err
 	}
 	if ok, _ := g.dbExists(); ok {
-		if seen, err = g.openStore(ctx, readStore); err != nil {
+		seen, err = g.openStore(ctx, readStore)
+		if errors.Is(err, activity.ErrNotExist) {
+			seen, err = nil, nil // an empty PostgreSQL database: nothing imported yet
+		}
+		if err != nil {
 			scratch.Close()
 			os.RemoveAll(dir)
 			return nil, nil, nil, err

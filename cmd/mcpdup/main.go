@@ -107,9 +107,7 @@ const (
 // (activity.ImportPageSize).
 func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
 	path := g.dbPath()
-	noDB := func() error {
-		return &exitError{code: 2, err: fmt.Errorf("no database at %s: mcpdup demo builds one with a scripted incident, mcpdup import FILE builds one from a log, mcpdup gateway records into one (or give --db)", shown(path))}
-	}
+	noDB := func() error { return &exitError{code: 2, err: missingDB(shown(path))} }
 	if mode == writeStore || mode == readStore {
 		if ok, err := g.dbExists(); err != nil {
 			return nil, fmt.Errorf("open %s: %w", shown(path), err)
@@ -127,6 +125,16 @@ func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Stor
 	}
 	return s, err
 }
+
+// missingDB says where no database is, and what makes one; it is
+// activity.ErrNotExist to errors.Is.
+type missingDB string
+
+func (m missingDB) Error() string {
+	return fmt.Sprintf("no database at %s: mcpdup demo builds one with a scripted incident, mcpdup import FILE builds one from a log, mcpdup gateway records into one (or give --db)", string(m))
+}
+
+func (m missingDB) Is(target error) bool { return target == activity.ErrNotExist }
 
 // shown is a database path or URL fit to print: a URL's password is
 // left out.
