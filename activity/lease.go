@@ -144,6 +144,11 @@ func (s *Store) ExpiredLeases(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("expired leases: %w", err)
 	}
+	return scanIDs(rows)
+}
+
+// scanIDs reads a one-column result of ids, and closes it.
+func scanIDs(rows *sql.Rows) ([]string, error) {
 	defer rows.Close()
 	var ids []string
 	for rows.Next() {
@@ -181,16 +186,7 @@ func (w *Tx) UnclaimedLeases(except string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leases: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanIDs(rows)
 }
 
 // LiveLeases counts, inside the transaction, the leases other than

@@ -39,6 +39,19 @@ func sharedDB(t *testing.T) (db, keys string) {
 	return db, keys
 }
 
+// replicaSetup is what the replica tests share: the agent's and the
+// credential's tokens, a target, a shared database, and the harness
+// configuration with a short lease and extra's top-level keys.
+func replicaSetup(t *testing.T, extra string) (target *loopback.Target, db, keys, config string) {
+	t.Helper()
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	target = loopback.NewTarget()
+	t.Cleanup(target.Close)
+	db, keys = sharedDB(t)
+	return target, db, keys, testConfig(target.URL, target.URL, replicaTTL+"\n"+extra)
+}
+
 // inProcessReplica serves a gateway replica on db from this process.
 func inProcessReplica(t *testing.T, config, db, keys string) (*gatewaylite.Gateway, string) {
 	t.Helper()
@@ -69,12 +82,7 @@ func inProcessReplica(t *testing.T, config, db, keys string) (*gatewaylite.Gatew
 // its retry on another are one execution; the target acts once, and the
 // retry answers with the first call's outcome.
 func TestRetryOnAnotherReplicaAttaches(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL)
+	target, db, keys, config := replicaSetup(t, "")
 	_, a := inProcessReplica(t, config, db, keys)
 	_, b := inProcessReplica(t, config, db, keys)
 	hold := make(chan struct{})
@@ -116,12 +124,7 @@ func TestRetryOnAnotherReplicaAttaches(t *testing.T) {
 // per contract); a retry through the survivor attaches, and the target
 // acted once. The survivor's own lease is never taken.
 func TestReplicaKilledMidFlight(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL)
+	target, db, keys, config := replicaSetup(t, "")
 	survivor, b := inProcessReplica(t, config, db, keys)
 	store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
 	if err != nil {
@@ -210,13 +213,8 @@ func TestReplicaKilledMidFlight(t *testing.T) {
 // mcpdup approve), and the waiting replica acts on it from the commit's
 // notification alone: it rereads nothing on its own within the test.
 func TestDecisionReachesTheWaitingReplica(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
 	defer gatewaylite.SetApprovalPoll(time.Hour)()
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL+"\n"+strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "1h"`, 1))
+	target, db, keys, config := replicaSetup(t, strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "1h"`, 1))
 	_, a := inProcessReplica(t, config, db, keys)
 	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
 	if err != nil {
@@ -293,13 +291,8 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 // the balancer sends to another replica gets the same answer, from the
 // shared event store. Another actor may not resume it.
 func TestResumptionOnAnotherReplica(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
 	t.Setenv("TEST_OTHER_TOKEN", otherToken)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL+"\n"+secondActor)
+	target, db, keys, config := replicaSetup(t, secondActor)
 	_, a := inProcessReplica(t, config, db, keys)
 	_, b := inProcessReplica(t, config, db, keys)
 	send := func(method, url, token, session, lastEvent, body string) *http.Response {
@@ -355,12 +348,7 @@ func TestResumptionOnAnotherReplica(t *testing.T) {
 // through another store (mcpdup lock, the console), refuses calls on every
 // replica at once; unlocked, they act again.
 func TestVaultLockReachesEveryReplica(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL)
+	target, db, keys, config := replicaSetup(t, "")
 	_, a := inProcessReplica(t, config, db, keys)
 	_, b := inProcessReplica(t, config, db, keys)
 	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
@@ -402,12 +390,7 @@ func TestVaultLockReachesEveryReplica(t *testing.T) {
 // for several lease TTLs (a long import), live replicas keep renewing
 // their leases, and once the lock is free nobody claims them.
 func TestLeasesOutliveALongWrite(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL)
+	_, db, keys, config := replicaSetup(t, "")
 	a, _ := inProcessReplica(t, config, db, keys)
 	b, _ := inProcessReplica(t, config, db, keys)
 	writer, err := activity.Open(ctx, db, activity.Options{KeyDir: keys}) // opening writes: before the lock
@@ -500,12 +483,7 @@ func TestLeasesOutliveALongWrite(t *testing.T) {
 // recovery leaves the approval to the live one's call, which the
 // operator's answer then lets through.
 func TestSessionApprovalSurvivesARecovery(t *testing.T) {
-	t.Setenv("TEST_AGENT_TOKEN", agentToken)
-	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
-	target := loopback.NewTarget()
-	defer target.Close()
-	db, keys := sharedDB(t)
-	config := testConfig(target.URL, target.URL, replicaTTL+"\nsession_grant = \"ask\"")
+	_, db, keys, config := replicaSetup(t, `session_grant = "ask"`)
 	_, live := inProcessReplica(t, config, db, keys)
 	addr := freeAddr(t)
 	doomed := startGatewayProcess(t, config, db, keys, addr)
