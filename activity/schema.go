@@ -321,6 +321,12 @@ CREATE TABLE mcp_events(
 ) STRICT;
 CREATE INDEX mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
+	// 15: a run identified by its token is one run on every replica while
+	// the token is heard from within the idle timeout; its last call is
+	// found through this index (Tx.RunLastSeen).
+	`
+CREATE INDEX calls_run ON calls(run_id, received_at) WHERE run_id IS NOT NULL;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // FindRun returns the newest run of actor identified by the given kind of
@@ -154,4 +155,17 @@ func (w *Tx) PendingApprovals() ([]Approval, error) {
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// RunLastSeen returns, inside the transaction, when a run was last heard
+// from: its newest call, or its start.
+func (w *Tx) RunLastSeen(r Run) (time.Time, error) {
+	var last sql.NullString
+	if err := w.queryRow(`SELECT MAX(received_at) FROM calls WHERE run_id = ?`, string(r.ID)).Scan(&last); err != nil {
+		return time.Time{}, fmt.Errorf("run %s: last call: %w", r.ID, err)
+	}
+	if !last.Valid {
+		return r.StartedAt, nil
+	}
+	return parseTime(last.String)
 }

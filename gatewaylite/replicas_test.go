@@ -532,3 +532,34 @@ func TestSessionApprovalSurvivesARecovery(t *testing.T) {
 		t.Fatalf("the live replica's call after the grant: %v", m)
 	}
 }
+
+// TestTokenRunIsOneRunOnEveryReplica: an agent known only by its token,
+// whose calls the balancer spreads over two replicas, is one run, with one
+// session grant asked for, not one per replica.
+func TestTokenRunIsOneRunOnEveryReplica(t *testing.T) {
+	_, db, keys, config := replicaSetup(t, "")
+	_, a := inProcessReplica(t, config, db, keys)
+	_, b := inProcessReplica(t, config, db, keys)
+	store, err := activity.Open(ctx, db, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	runs := map[activity.RunID]bool{}
+	for i, endpoint := range []string{a, b, a, b} {
+		cs, err := loopback.Connect(ctx, endpoint, agentToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := execMeta(t, mustCall(t, cs, "deploy_release", map[string]any{"service": "billing", "version": fmt.Sprint("run-", i)}, nil))["id"].(string)
+		cs.Close()
+		e, err := store.Execution(ctx, activity.ExecutionID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[e.RunID] = true
+	}
+	if len(runs) != 1 {
+		t.Fatalf("one token's calls on two replicas made %d runs: %v", len(runs), runs)
+	}
+}

@@ -56,9 +56,8 @@ func (t *runTracker) identify(ctx context.Context, ci callInfo, meta map[string]
 	defer t.mu.Unlock()
 	tr := t.known[key]
 	if tr != nil && by == activity.RunByToken && now.Sub(tr.lastSeen) > t.g.cfg.RunIdleTimeout.Duration {
-		if err := t.end(ctx, tr.id, tr.lastSeen); err != nil {
-			return info, err
-		}
+		// Silent here; another replica may have heard from it since:
+		// start decides from the store.
 		delete(t.known, key)
 		tr = nil
 	}
@@ -80,15 +79,30 @@ func (t *runTracker) identify(ctx context.Context, ci callInfo, meta map[string]
 	return info, nil
 }
 
-// start continues a named run recorded earlier (an agent that survived a
-// gateway restart) or records a new one with its session grant.
+// start continues a run recorded earlier — a named run (an agent that
+// survived a gateway restart), or a token's run another replica (or this
+// gateway before a restart) heard from within the idle timeout — or
+// records a new one with its session grant. Under the write lock, so
+// replicas seeing a token at once start one run.
 func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIdentification, evidence string) (activity.RunID, error) {
 	var id activity.RunID
 	_, err := t.g.store.Write(ctx, func(w *activity.Tx) error {
-		if by == activity.RunByMetaID {
+		if by == activity.RunByMetaID || by == activity.RunByToken {
 			prior, err := w.FindRun(actor, by, evidence)
 			if err != nil {
 				return err
+			}
+			if prior != nil && by == activity.RunByToken {
+				last, err := w.RunLastSeen(*prior)
+				if err != nil {
+					return err
+				}
+				if t.g.now().Sub(last) > t.g.cfg.RunIdleTimeout.Duration {
+					if err := w.EndRun(prior.ID, last); err != nil {
+						return err
+					}
+					prior = nil
+				}
 			}
 			if prior != nil {
 				id = prior.ID
@@ -111,7 +125,3 @@ func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIde
 	return id, nil
 }
 
-func (t *runTracker) end(ctx context.Context, id activity.RunID, at time.Time) error {
-	_, err := t.g.store.Write(ctx, func(w *activity.Tx) error { return w.EndRun(id, at) })
-	return err
-}
