@@ -124,4 +124,3 @@ func (t *runTracker) start(ctx context.Context, actor string, by activity.RunIde
 	}
 	return id, nil
 }
-
