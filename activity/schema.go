@@ -319,13 +319,16 @@ CREATE TABLE mcp_events(
 	at_ms      INTEGER NOT NULL,
 	PRIMARY KEY(session_id, stream_id, idx)
 ) STRICT;
-CREATE INDEX mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
 	// 15: a run identified by its token is one run on every replica while
 	// the token is heard from within the idle timeout; its last call is
 	// found through this index (Tx.RunLastSeen).
+	// Also: the open runs FindRun looks for inside the write lock, and the
+	// sessions PurgeStreams drops by age.
 	`
 CREATE INDEX calls_run ON calls(run_id, received_at) WHERE run_id IS NOT NULL;
+CREATE INDEX runs_open ON runs(actor, identified_by, evidence, seq) WHERE ended_at IS NULL AND source_id IS NULL;
+CREATE INDEX IF NOT EXISTS mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
 }
 

@@ -167,5 +167,20 @@ func (w *Tx) RunLastSeen(r Run) (time.Time, error) {
 	if !last.Valid {
 		return r.StartedAt, nil
 	}
-	return parseTime(last.String)
+	t, err := parseTime(last.String)
+	if err != nil || t.Before(r.StartedAt) { // a call received just before its run was recorded
+		return r.StartedAt, err
+	}
+	return t, nil
+}
+
+// RunIdentifiedBy returns, inside the transaction, how a run was
+// identified ("" for a run not stored).
+func (w *Tx) RunIdentifiedBy(id RunID) (RunIdentification, error) {
+	var by string
+	err := w.queryRow(`SELECT identified_by FROM runs WHERE id = ?`, string(id)).Scan(&by)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return RunIdentification(by), err
 }

@@ -184,11 +184,19 @@ func (g *Gateway) expireApprovals(w *activity.Tx, recovered map[activity.Executi
 		return err
 	}
 	for _, a := range pending {
-		// A session approval belongs to a run, which replicas share: a
-		// live replica's call may be waiting on it too. It stands until an
-		// operator answers or a waiter's approval_timeout expires it.
-		if !sole && (a.Kind == activity.ApprovalSession || !recovered[a.ExecutionID]) {
+		if !sole && !recovered[a.ExecutionID] {
 			continue
+		}
+		// A session approval belongs to its run: a named or token run is
+		// every replica's, and a live replica's call may wait on it too (it
+		// stands until answered or a waiter's approval_timeout). A run
+		// known by its MCP session died with its replica.
+		if !sole && a.Kind == activity.ApprovalSession {
+			if by, err := w.RunIdentifiedBy(a.RunID); err != nil {
+				return err
+			} else if by != activity.RunBySession {
+				continue
+			}
 		}
 		why := "the gateway restarted while it waited"
 		if !sole {

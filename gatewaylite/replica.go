@@ -49,7 +49,9 @@ func (g *Gateway) keepLease() {
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), g.lease.TTL)
+		// Within a quarter TTL: a renewal stuck on a dead connection must
+		// not outlast what is left of the lease; the next tick tries again.
+		ctx, cancel := context.WithTimeout(context.Background(), max(g.lease.TTL/4, 10*time.Millisecond))
 		err := g.store.RenewLease(ctx, g.lease)
 		cancel()
 		if errors.Is(err, activity.ErrLeaseLost) {

@@ -499,6 +499,7 @@ func TestSessionApprovalSurvivesARecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer csDoomed.Close()
 	go call(t, csDoomed, "deploy_release", map[string]any{"service": "a", "version": "1"}, meta)
 	waitFor(t, func() bool { return len(pending()) == 1 }, "the first call to ask for the session grant")
 	csLive, err := loopback.Connect(ctx, live, agentToken, loopback.ProtocolStateless)
@@ -506,9 +507,16 @@ func TestSessionApprovalSurvivesARecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer csLive.Close()
-	second := make(chan map[string]any, 1)
+	// Asserted here, not in the goroutine: a failed call must fail the
+	// test, not leave it waiting.
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	second := make(chan answer, 1)
 	go func() {
-		second <- execMeta(t, mustCall(t, csLive, "deploy_release", map[string]any{"service": "b", "version": "1"}, meta))
+		res, err := call(t, csLive, "deploy_release", map[string]any{"service": "b", "version": "1"}, meta)
+		second <- answer{res, err}
 	}()
 	time.Sleep(300 * time.Millisecond) // the live replica's call waits on the same approval
 	doomed.kill()
@@ -528,7 +536,11 @@ func TestSessionApprovalSurvivesARecovery(t *testing.T) {
 	if _, err := operator.DecideApproval(ctx, as[0].ID, activity.ApprovalApproved, "bob", "known agent"); err != nil {
 		t.Fatal(err)
 	}
-	if m := <-second; m["state"] != "succeeded" {
+	a := <-second
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if m := execMeta(t, a.res); m["state"] != "succeeded" {
 		t.Fatalf("the live replica's call after the grant: %v", m)
 	}
 }
