@@ -29,6 +29,9 @@ func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, i
 	}
 	var next activity.Execution
 	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
+		if err := g.fence(w); err != nil {
+			return err
+		}
 		e, err := w.Execution(exec.ID)
 		if err != nil {
 			return err

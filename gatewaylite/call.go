@@ -289,9 +289,7 @@ func (g *Gateway) authorizeAndDispatch(w *activity.Tx, e activity.Execution, cal
 	if err != nil {
 		return e, err
 	}
-	if err := g.fence(w); err != nil {
-		return e, err
-	}
+	// The caller's write has passed the fence (handleCall's, awaitApprovals').
 	return w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched, CallID: call, Replica: g.lease.ID})
 }
 

@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	// recovery below may only settle executions no live process owns.
 	lock := opts.Lock
 	if lock == nil {
-		if lock, err = lockStore(store); err != nil {
+		if lock, err = LockDatabase(store.Path()); err != nil { // a PostgreSQL store's Path is still its URL
 			return nil, err
 		}
 	}

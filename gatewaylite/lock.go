@@ -53,7 +53,8 @@ type DatabaseLock struct {
 // writer left, which must not happen to a live gateway's tail.
 func LockDatabase(path string) (*DatabaseLock, error) {
 	if activity.IsPostgres(path) {
-		return noLock(), nil // replicas share it; each holds a lease instead
+		// Replicas share it; each holds a lease instead.
+		return &DatabaseLock{release: func() error { return nil }}, nil
 	}
 	release, err := lockDatabase(path)
 	if err != nil {
@@ -61,17 +62,6 @@ func LockDatabase(path string) (*DatabaseLock, error) {
 	}
 	return &DatabaseLock{release: release}, nil
 }
-
-// lockStore takes the gateway lock of an open store.
-func lockStore(s *activity.Store) (*DatabaseLock, error) {
-	if !s.IsPostgres() {
-		return LockDatabase(s.Path())
-	}
-	return noLock(), nil
-}
-
-// noLock is the lock of a database replicas share: none.
-func noLock() *DatabaseLock { return &DatabaseLock{release: func() error { return nil }} }
 
 // Release lets the lock go; again is a no-op.
 func (l *DatabaseLock) Release() error {
