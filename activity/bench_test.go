@@ -3,6 +3,7 @@ package activity_test
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -153,12 +154,15 @@ func BenchmarkGatewayCall(b *testing.B) {
 // beside the least any durable write through this driver costs: one
 // one-row INSERT committed with the same WAL and synchronous=FULL. The
 // difference is what fewer statements and pages could still win; the
-// floor is what no schema can.
+// floor is what no schema can. Each reports the WAL frames (pages) one
+// commit writes: SQLite checksums and writes each, so a commit's CPU
+// grows with them.
 //
 //	go test ./activity -run '^$' -bench DurableCommitFloor -benchtime 2000x
 func BenchmarkDurableCommitFloor(b *testing.B) {
 	b.Run("bare_one_row_commit", func(b *testing.B) {
-		dsn := "file:" + filepath.Join(b.TempDir(), "floor.db") +
+		path := filepath.Join(b.TempDir(), "floor.db")
+		dsn := "file:" + path +
 			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(0)"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
@@ -170,6 +174,7 @@ func BenchmarkDurableCommitFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		v := make([]byte, 400) // about one canonical call record
+		frames := walFrames(b, path+"-wal")
 		b.ResetTimer()
 		for i := range b.N {
 			tx, err := db.Begin()
@@ -182,10 +187,17 @@ func BenchmarkDurableCommitFloor(b *testing.B) {
 			if err := tx.Commit(); err != nil {
 				b.Fatal(err)
 			}
+			frames.commit()
 		}
+		frames.report()
 	})
 	b.Run("gateway_first_commit", func(b *testing.B) {
-		s, _ := activitytest.Open(b, activity.Options{})
+		path := activitytest.SQLite.DB(b)
+		s, err := activity.Open(ctx, path, activity.Options{KeyDir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
 		var run activity.Run
 		if _, err := s.Write(ctx, func(w *activity.Tx) error {
 			var err error
@@ -195,6 +207,7 @@ func BenchmarkDurableCommitFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		args := []byte(`{"service":"api","version":"1.2.3"}`)
+		frames := walFrames(b, path+"-wal")
 		b.ResetTimer()
 		for i := range b.N {
 			if _, err := s.Write(ctx, func(w *activity.Tx) error {
@@ -221,6 +234,50 @@ func BenchmarkDurableCommitFloor(b *testing.B) {
 			}); err != nil {
 				b.Fatal(err)
 			}
+			frames.commit()
 		}
+		frames.report()
 	})
+}
+
+// walCounter adds up a WAL file's growth commit by commit. The store
+// resets its WAL now and then (past 32 MiB), so a commit that finds the
+// file shorter counts only what it finds.
+type walCounter struct {
+	b         *testing.B
+	path      string
+	last, sum int64
+	commits   int
+}
+
+func walFrames(b *testing.B, path string) *walCounter {
+	c := &walCounter{b: b, path: path}
+	c.last = c.size()
+	return c
+}
+
+func (c *walCounter) size() int64 {
+	st, err := os.Stat(c.path)
+	if err != nil {
+		return 0 // not created yet, or just truncated
+	}
+	return st.Size()
+}
+
+func (c *walCounter) commit() {
+	n := c.size()
+	if n < c.last {
+		c.last = 32 // a reset WAL starts again after its header
+	}
+	c.sum += n - c.last
+	c.last = n
+	c.commits++
+}
+
+// report gives frames per commit: each frame is a page and its 24-byte
+// header.
+func (c *walCounter) report() {
+	if c.commits > 0 {
+		c.b.ReportMetric(float64(c.sum)/float64(activity.DefaultPageSize+24)/float64(c.commits), "wal-pages/commit")
+	}
 }

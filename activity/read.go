@@ -71,14 +71,53 @@ func parseOptTime(s sql.NullString) (Opt[time.Time], error) {
 	if !s.Valid {
 		return Opt[time.Time]{}, nil
 	}
-	t, err := time.Parse(TimeFormat, s.String)
+	t, err := parseTime(s.String)
 	if err != nil {
 		return Opt[time.Time]{}, err
 	}
 	return Some(t), nil
 }
 
-func parseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
+// parseTime reads a time the store wrote (TimeFormat). The analysis
+// parses one for every call and step it reads, and time.Parse, which
+// must find its way through a layout, was a tenth of a scan's time: a
+// string in exactly TimeFormat's shape is read digit by digit, anything
+// else by time.Parse (which names what is wrong).
+func parseTime(s string) (time.Time, error) {
+	if t, ok := parseStoreTime(s); ok {
+		return t, nil
+	}
+	return time.Parse(TimeFormat, s)
+}
+
+// parseStoreTime reads "2006-01-02T15:04:05.000000000Z" and nothing
+// else; ok is false for any other shape and for out-of-range fields.
+func parseStoreTime(s string) (t time.Time, ok bool) {
+	if len(s) != len(TimeFormat) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != '.' || s[29] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for i := from; i < to; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec, nsec := num(11, 13), num(14, 16), num(17, 19), num(20, 29)
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 || nsec < 0 {
+		return time.Time{}, false
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day { // February 30th and the like: time.Date would roll over
+		return time.Time{}, false
+	}
+	return t, true
+}
 
 // Execution reads one execution with the calls that attached to it.
 func (s *Store) Execution(ctx context.Context, id ExecutionID) (Execution, error) {
@@ -531,7 +570,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 }
 
 // CallRow is a call joined with the effect of the execution it created
-// or attached to: what suspect detection groups.
+// or attached to: what a suspect lists of its calls.
 type CallRow struct {
 	Seq         int64 // the call's log record
 	ID          CallID
@@ -547,30 +586,101 @@ type CallRow struct {
 	Source      Provenance // where an imported call came from
 }
 
+// CallKey is a call as suspect detection first reads it: when it came,
+// the effect it asked for and the execution it joined. Every call of the
+// log is read this way; the rest of a call (CallRow) is read only for the
+// few that share an effect with another (CallRowsOf): in modernc/sqlite
+// each column read costs a lock round trip and a copy, so the whole row of
+// every call cost the analysis more than its grouping.
+type CallKey struct {
+	Seq         int64 // the call's log record
+	ReceivedAt  time.Time
+	ExecutionID ExecutionID
+	EffectKey   string
+	Window      Opt[time.Duration]
+	Tool        string
+}
+
+const callKeySelect = `SELECT c.seq, c.received_at, c.execution_id, e.effect_key, e.attach_window_ms, c.tool `
+
+// ScanCallKeys streams every call that created or attached to an
+// execution, in the order they were received. The key passed to fn is
+// reused: copy what you keep.
+func (s *Store) ScanCallKeys(ctx context.Context, fn func(*CallKey) error) error {
+	return s.scanCallKeys(ctx, callKeySelect+`FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`, nil, fn)
+}
+
+// ScanCallKeysOfEffect is ScanCallKeys for the calls of one effect key:
+// through the executions_by_effect index, so one suspect is rebuilt
+// without reading the whole log.
+func (s *Store) ScanCallKeysOfEffect(ctx context.Context, key string, fn func(*CallKey) error) error {
+	return s.scanCallKeys(ctx, callKeySelect+`FROM executions e JOIN calls c ON c.execution_id = e.id WHERE e.effect_key = ? ORDER BY c.received_at, c.seq`,
+		[]any{key}, fn)
+}
+
+func (s *Store) scanCallKeys(ctx context.Context, q string, args []any, fn func(*CallKey) error) error {
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("scan calls: %w", err)
+	}
+	defer rows.Close()
+	var k CallKey
+	for rows.Next() {
+		var tool sql.NullString
+		var window sql.NullInt64
+		var received string
+		if err := rows.Scan(&k.Seq, &received, &k.ExecutionID, &k.EffectKey, &window, &tool); err != nil {
+			return fmt.Errorf("scan calls: %w", err)
+		}
+		k.Tool = tool.String
+		k.Window = Opt[time.Duration]{time.Duration(window.Int64) * time.Millisecond, window.Valid}
+		if k.ReceivedAt, err = parseTime(received); err != nil {
+			return fmt.Errorf("call record %d: received_at: %w", k.Seq, err)
+		}
+		if err := fn(&k); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// CallRowsOf returns the calls that created or attached to these
+// executions, whole, in one query.
+func (s *Store) CallRowsOf(ctx context.Context, ids []ExecutionID) ([]CallRow, error) {
+	in, args := inList(ids)
+	var out []CallRow
+	err := s.scanCalls(ctx, `FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.execution_id IN `+in, args, func(r *CallRow) error {
+		out = append(out, *r)
+		return nil
+	})
+	return out, err
+}
+
 // ScanCalls streams every call that created or attached to an execution,
-// in the order they were received. The row passed to fn is reused: copy
-// what you keep.
+// whole, in the order they were received. The row passed to fn is
+// reused: copy what you keep.
 func (s *Store) ScanCalls(ctx context.Context, fn func(*CallRow) error) error {
 	return s.scanCalls(ctx, `FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`, nil, fn)
 }
 
-// ScanCallsOfEffect is ScanCalls for the calls of one effect key: through
-// the executions_by_effect index, so one suspect is rebuilt without
-// reading the whole log.
-func (s *Store) ScanCallsOfEffect(ctx context.Context, key string, fn func(*CallRow) error) error {
-	return s.scanCalls(ctx, `FROM executions e JOIN calls c ON c.execution_id = e.id WHERE e.effect_key = ? ORDER BY c.received_at, c.seq`,
-		[]any{key}, fn)
+// ScanCallsBetween streams, whole and in the order they were received,
+// the calls received from one time to another (both included) that
+// created or attached to an execution: through the received_at index, so
+// a short range of a long log costs only its own calls.
+func (s *Store) ScanCallsBetween(ctx context.Context, from, to time.Time, fn func(*CallRow) error) error {
+	return s.scanCalls(ctx, `FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.received_at BETWEEN ? AND ?
+		ORDER BY c.received_at, c.seq`, []any{from.UTC().Format(TimeFormat), to.UTC().Format(TimeFormat)}, fn)
 }
 
 // CallEffect returns the effect key of the execution a call created or
-// attached to; ErrNotFound when there is no such call (or it has none).
-func (s *Store) CallEffect(ctx context.Context, id CallID) (string, error) {
-	var key string
-	err := s.queryRow(ctx, `SELECT e.effect_key FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.id = ?`, string(id)).Scan(&key)
+// attached to, and the call's log record; ErrNotFound when there is no
+// such call (or it has none).
+func (s *Store) CallEffect(ctx context.Context, id CallID) (key string, seq int64, err error) {
+	err = s.queryRow(ctx, `SELECT e.effect_key, c.seq FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.id = ?`, string(id)).Scan(&key, &seq)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("call %s: %w", id, ErrNotFound)
+		return "", 0, fmt.Errorf("call %s: %w", id, ErrNotFound)
 	}
-	return key, err
+	return key, seq, err
 }
 
 func (s *Store) scanCalls(ctx context.Context, from string, args []any, fn func(*CallRow) error) error {

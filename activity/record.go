@@ -203,7 +203,7 @@ func parseJSON(b []byte) (Record, error) {
 	if err := json.Unmarshal(b, &env); err != nil {
 		return Record{}, err
 	}
-	t, err := time.Parse(TimeFormat, env.T)
+	t, err := parseTime(env.T)
 	if err != nil {
 		return Record{}, fmt.Errorf("record %d: field t: %w", env.Seq, err)
 	}
@@ -226,7 +226,7 @@ func parseLayout(b []byte) (Record, bool) {
 	if !ok || len(rest) < len(TimeFormat) {
 		return Record{}, false
 	}
-	t, err := time.Parse(TimeFormat, string(rest[:len(TimeFormat)]))
+	t, err := parseTime(string(rest[:len(TimeFormat)]))
 	if err != nil {
 		return Record{}, false
 	}
@@ -288,7 +288,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	if err := json.Unmarshal(b, &env); err != nil {
 		return Record{}, fmt.Errorf("record %d: %w", seq, err)
 	}
-	t, err := time.Parse(TimeFormat, env.T)
+	t, err := parseTime(env.T)
 	if err != nil {
 		return Record{}, fmt.Errorf("record %d: field t: %w", seq, err)
 	}

@@ -330,6 +330,14 @@ CREATE INDEX calls_run ON calls(run_id, received_at) WHERE run_id IS NOT NULL;
 CREATE INDEX runs_open ON runs(actor, identified_by, evidence, seq) WHERE ended_at IS NULL AND source_id IS NULL;
 CREATE INDEX IF NOT EXISTS mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
+	// 16: executions_effect was meant to answer the analysis's join of
+	// calls with their executions' effects from the index alone; SQLite's
+	// planner takes the primary key's index instead (every version since),
+	// so the index was a page more in every gateway commit, read by
+	// nothing.
+	`
+DROP INDEX IF EXISTS executions_effect;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

@@ -381,23 +381,87 @@ func TestRebuildTouchedEqualsScan(t *testing.T) {
 	if now, _ := s.LogSize(ctx); touched.Through != now {
 		t.Fatalf("read through %d, the log has %d", touched.Through, now)
 	}
-	fresh, err := analyze.Rebuild(ctx, s, analyze.Options{}, touched.Keys)
+	_, changed, untouched := mergedMatchesScan(t, s, before, touched)
+	if changed == 0 || untouched == 0 {
+		t.Fatalf("the test must change old suspects and leave others: %d changed, %d untouched", changed, untouched)
+	}
+}
+
+// TestRebuildOfAHotEffectAnalysesItsLastGroup holds live mode to "only
+// the groups they touch": an effect called every 25 minutes for a day
+// and a half falls into a suspect every hour or so; two more calls at the
+// end change its last group alone, and the rest are kept, unanalysed,
+// equal to a scan's.
+func TestRebuildOfAHotEffectAnalysesItsLastGroup(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	from := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	if err := activitytest.FillHot(ctx, s, from, 90, 25*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil || len(before) < 20 {
+		t.Fatalf("%d suspects, %v", len(before), err)
+	}
+	size, _ := s.LogSize(ctx)
+	if err := activitytest.FillHot(ctx, s, from.Add(90*25*time.Minute), 2, 25*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	touched, err := analyze.TouchedSince(ctx, s, size)
+	if err != nil || len(touched.Keys) != 1 {
+		t.Fatalf("touched: %+v %v", touched.Keys, err)
+	}
+	rebuilt, _, _ := mergedMatchesScan(t, s, before, touched)
+	if len(rebuilt.Fresh) > 2 || len(rebuilt.Kept) < len(before)-2 {
+		t.Fatalf("of %d suspects, %d analysed again and %d kept: the whole history was rebuilt", len(before), len(rebuilt.Fresh), len(rebuilt.Kept))
+	}
+	// An older log imported later puts a call before all of them: every
+	// window after it is cut anew, though no execution it holds changed.
+	if before, err = analyze.All(ctx, s, analyze.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	size, _ = s.LogSize(ctx)
+	if err := activitytest.FillHot(ctx, s, from.Add(-20*time.Minute), 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if touched, err = analyze.TouchedSince(ctx, s, size); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt, _, _ = mergedMatchesScan(t, s, before, touched); len(rebuilt.Kept) > 0 {
+		t.Fatalf("%d suspects kept after a call before all of them", len(rebuilt.Kept))
+	}
+}
+
+// mergedMatchesScan applies Rebuild's answer to the suspects before the
+// new records, as the console does, and fails unless the result is a
+// scan's suspects, byte for byte. It counts the suspects the new records
+// changed and those of effects they did not touch.
+func mergedMatchesScan(t *testing.T, s *activity.Store, before []*analyze.Suspect, touched analyze.Touched) (rebuilt analyze.Rebuilt, changed, untouched int) {
+	t.Helper()
+	rebuilt, err := analyze.Rebuild(ctx, s, analyze.Options{}, touched)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := map[string]bool{}
+	keys, kept := map[string]bool{}, map[string]bool{}
 	for _, k := range touched.Keys {
 		keys[k] = true
 	}
-	merged := map[string]string{}
-	kept := 0
+	for _, id := range rebuilt.Kept {
+		kept[id] = true
+	}
+	merged, old := map[string]string{}, map[string]string{}
 	for _, sus := range before {
+		old[sus.ID] = mustJSON(t, sus)
+		if !keys[sus.EffectKey] || kept[sus.ID] {
+			merged[sus.ID] = old[sus.ID]
+		}
 		if !keys[sus.EffectKey] {
-			merged[sus.ID] = mustJSON(t, sus)
-			kept++
+			untouched++
 		}
 	}
-	for _, sus := range fresh {
+	for _, sus := range rebuilt.Fresh {
+		if kept[sus.ID] {
+			t.Fatalf("suspect %s both kept and analysed again", sus.ID)
+		}
 		merged[sus.ID] = mustJSON(t, sus)
 	}
 	after, err := analyze.All(ctx, s, analyze.Options{})
@@ -405,20 +469,15 @@ func TestRebuildTouchedEqualsScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(after) != len(merged) {
-		t.Fatalf("a scan finds %d suspects, the incremental update %d (%d kept, %d rebuilt)", len(after), len(merged), kept, len(fresh))
+		t.Fatalf("a scan finds %d suspects, the incremental update %d (%d kept, %d rebuilt)", len(after), len(merged), len(rebuilt.Kept), len(rebuilt.Fresh))
 	}
-	changed := 0
 	for _, sus := range after {
 		if merged[sus.ID] != mustJSON(t, sus) {
 			t.Fatalf("suspect %s differs from the scan's", sus.ID)
 		}
-		for _, b := range before {
-			if b.ID == sus.ID && mustJSON(t, b) != mustJSON(t, sus) {
-				changed++
-			}
+		if o, ok := old[sus.ID]; ok && o != merged[sus.ID] {
+			changed++
 		}
 	}
-	if changed == 0 || kept == 0 {
-		t.Fatalf("the test must change old suspects and keep others: %d changed, %d kept", changed, kept)
-	}
+	return rebuilt, changed, untouched
 }

@@ -3,6 +3,7 @@ package analyze_test
 import (
 	"flag"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,6 +147,128 @@ func BenchmarkAnalyzeEngines(b *testing.B) {
 			b.ReportMetric(first.Seconds()/float64(b.N), "first-suspect-s")
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/analysis")
 			b.ReportMetric(built.Seconds(), "build-s")
+		})
+	}
+}
+
+// BenchmarkAnalyzeFloor sets the analysis beside the reads it cannot do
+// without, on BenchmarkAnalyze's store (-analyze.records), side by side:
+//
+//   - count_in_engine: SQLite joins every call with its execution in time
+//     order and counts them; nothing crosses into Go.
+//
+//   - two_columns: the same join returning each call's time and effect key,
+//     the least a time-ordered grouping by effect must read.
+//
+//   - call_keys: every call as the analysis reads it (ScanCallKeys).
+//
+//   - whole_calls: every call whole (ScanCalls), as the analysis
+//     read them before it read keys first.
+//
+//   - suspect_records: the executions, transitions and approvals of every
+//     suspect, read in the analysis's batches: what the five questions
+//     need.
+//
+//   - analysis: Scan, the two reads above overlapped on two goroutines,
+//     plus grouping and the walk.
+//
+//     go test ./analyze -run '^$' -bench AnalyzeFloor -benchtime 2x -analyze.records 6000000 -timeout 60m
+func BenchmarkAnalyzeFloor(b *testing.B) {
+	path, keys := activitytest.Mixed(b, *benchRecords)
+	s, err := activity.Open(ctx, path, activity.Options{ReadOnly: true, KeyDir: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	raw := activitytest.SQLite.Raw(b, "file:"+path+"?mode=ro")
+	raw.SetMaxOpenConns(1)
+	var ids []activity.ExecutionID // every suspect's executions, in the order the analysis reads them
+	seen := map[activity.ExecutionID]bool{}
+	if err := analyze.Scan(ctx, s, analyze.Options{}, func(sus *analyze.Suspect) error {
+		for _, c := range sus.Calls {
+			if !seen[c.ExecutionID] {
+				seen[c.ExecutionID] = true
+				ids = append(ids, c.ExecutionID)
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	const join = ` FROM calls c JOIN executions e ON e.id = c.execution_id ORDER BY c.received_at, c.seq`
+	rawRead := func(q string, dest ...any) func() (int, error) {
+		return func() (int, error) {
+			rows, err := raw.QueryContext(ctx, q)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			n := 0
+			for rows.Next() {
+				if err := rows.Scan(dest...); err != nil {
+					return n, err
+				}
+				n++
+			}
+			return n, rows.Err()
+		}
+	}
+	var count int
+	var at, key string
+	for _, c := range []struct {
+		name string
+		run  func() (int, error)
+	}{
+		{"count_in_engine", rawRead(`SELECT count(*)`+join, &count)},
+		{"two_columns", rawRead(`SELECT c.received_at, e.effect_key`+join, &at, &key)},
+		{"call_keys", func() (int, error) {
+			n := 0
+			err := s.ScanCallKeys(ctx, func(*activity.CallKey) error { n++; return nil })
+			return n, err
+		}},
+		{"whole_calls", func() (int, error) {
+			n := 0
+			err := s.ScanCalls(ctx, func(*activity.CallRow) error { n++; return nil })
+			return n, err
+		}},
+		{"suspect_records", func() (int, error) {
+			n := 0
+			for chunk := range slices.Chunk(ids, 900) { // as loadGroupRecords reads them
+				execs, err := s.ExecutionsByID(ctx, chunk)
+				if err != nil {
+					return n, err
+				}
+				trs, err := s.TransitionsOf(ctx, chunk)
+				if err != nil {
+					return n, err
+				}
+				if _, err := s.ApprovalsOf(ctx, chunk); err != nil {
+					return n, err
+				}
+				n += len(execs)
+				for _, t := range trs {
+					n += len(t)
+				}
+			}
+			return n, nil
+		}},
+		{"analysis", func() (int, error) {
+			n := 0
+			err := analyze.Scan(ctx, s, analyze.Options{}, func(*analyze.Suspect) error { n++; return nil })
+			return n, err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var n int
+			cpu := activitytest.CPUTime()
+			for range b.N {
+				if n, err = c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/op")
+			b.ReportMetric((activitytest.CPUTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric(float64(n), "rows")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		if len(batch) == 0 {
 			return nil
 		}
-		recs, err := loadGroupRecords(ctx, s, batch)
+		recs, err := loadGroupRecords(ctx, s, names, batch)
 		if err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		}
 		return nil
 	}
-	err = scanCallsAhead(ctx, s, func(r *activity.CallRow) error {
+	err = scanCallsAhead(ctx, s, func(r *activity.CallKey) error {
 		n++
 		if opts.Progress != nil && n%8192 == 0 {
 			opts.Progress(n)
@@ -141,7 +142,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 			open[key] = g
 			queue = append(queue, g)
 		}
-		c := callRef(r, names)
+		c := keyRef(r)
 		g.calls = append(g.calls, c)
 		if opts.NearMisses != nil {
 			near.see(r, c, windowOf(opts, r))
@@ -158,7 +159,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		return err
 	}
 	if opts.NearMisses != nil {
-		found, omitted, err := near.name(ctx, s)
+		found, omitted, err := near.name(ctx, s, names)
 		if err != nil {
 			return err
 		}
@@ -168,13 +169,13 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 }
 
 // newGroup opens a group at call r.
-func newGroup(opts Options, r *activity.CallRow) *group {
+func newGroup(opts Options, r *activity.CallKey) *group {
 	return &group{key: r.EffectKey, first: r.ReceivedAt, window: windowOf(opts, r)}
 }
 
 // windowOf is a call's window: the tool's recorded attach window unless
 // the options override it.
-func windowOf(opts Options, r *activity.CallRow) time.Duration {
+func windowOf(opts Options, r *activity.CallKey) time.Duration {
 	if opts.Window != 0 {
 		return opts.Window
 	}
@@ -184,10 +185,48 @@ func windowOf(opts Options, r *activity.CallRow) time.Duration {
 	return DefaultWindow
 }
 
+// keyRef is the part of a call's CallRef its key holds; fillCalls reads
+// the rest once the call is known to share its effect.
+func keyRef(k *activity.CallKey) CallRef {
+	return CallRef{Seq: k.Seq, ReceivedAt: k.ReceivedAt, ExecutionID: k.ExecutionID}
+}
+
 func callRef(r *activity.CallRow, names sourceNames) CallRef {
 	return CallRef{Seq: r.Seq, ID: r.ID, Actor: r.Actor, RunID: r.RunID, ReceivedAt: r.ReceivedAt,
 		Disposition: r.Disposition, ExecutionID: r.ExecutionID, Reason: r.Reason, Source: names.text(r.Source), Imported: !r.Source.IsZero(),
 		prov: r.Source}
+}
+
+// fillCalls completes calls read by their keys (keyRef) from the whole
+// rows of their executions' calls, in one query per maxBatchIDs
+// executions.
+func fillCalls(ctx context.Context, s *activity.Store, names sourceNames, calls []*CallRef) error {
+	var ids []activity.ExecutionID
+	seen := map[activity.ExecutionID]bool{}
+	for _, c := range calls {
+		if !seen[c.ExecutionID] {
+			seen[c.ExecutionID] = true
+			ids = append(ids, c.ExecutionID)
+		}
+	}
+	rows := make(map[int64]*activity.CallRow, len(calls))
+	for chunk := range slices.Chunk(ids, maxBatchIDs) {
+		got, err := s.CallRowsOf(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		for i := range got {
+			rows[got[i].Seq] = &got[i]
+		}
+	}
+	for _, c := range calls {
+		r := rows[c.Seq]
+		if r == nil || r.ExecutionID != c.ExecutionID {
+			return fmt.Errorf("call record %d of execution %s: %w", c.Seq, c.ExecutionID, activity.ErrNotFound)
+		}
+		*c = callRef(r, names)
+	}
+	return nil
 }
 
 // loadSourceNames reads the import sources' file names, for evidence.
@@ -254,16 +293,16 @@ func Find(ctx context.Context, s *activity.Store, opts Options, id string) (*Sus
 // scanCallsAhead reads calls in a goroutine, a batch ahead of fn: reading
 // the join costs about as much as analysing the suspects, and on two cores
 // the two overlap.
-func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.CallRow) error) error {
+func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.CallKey) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	const batch = 1024
-	full := make(chan []activity.CallRow, 4)
+	full := make(chan []activity.CallKey, 4)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(full)
-		buf := make([]activity.CallRow, 0, batch)
-		err := s.ScanCalls(ctx, func(r *activity.CallRow) error {
+		buf := make([]activity.CallKey, 0, batch)
+		err := s.ScanCallKeys(ctx, func(r *activity.CallKey) error {
 			buf = append(buf, *r)
 			if len(buf) == batch {
 				select {
@@ -271,7 +310,7 @@ func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.Ca
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				buf = make([]activity.CallRow, 0, batch)
+				buf = make([]activity.CallKey, 0, batch)
 			}
 			return nil
 		})
@@ -301,7 +340,7 @@ func scanCallsAhead(ctx context.Context, s *activity.Store, fn func(*activity.Ca
 // two or more is no suspect.
 func findExact(ctx context.Context, s *activity.Store, opts Options, id string) (*Suspect, error) {
 	first := activity.CallID("call_" + strings.TrimPrefix(id, "sus_"))
-	key, err := s.CallEffect(ctx, first)
+	key, seq, err := s.CallEffect(ctx, first)
 	if errors.Is(err, activity.ErrNotFound) {
 		return nil, fmt.Errorf("suspect %s: %w", id, activity.ErrNotFound)
 	}
@@ -314,8 +353,8 @@ func findExact(ctx context.Context, s *activity.Store, opts Options, id string) 
 	}
 	var found *group
 	errFound := errors.New("found")
-	err = effectGroups(ctx, s, opts, key, names, func(g *group) error {
-		if g.calls[0].ID != first {
+	err = effectGroups(ctx, s, opts, key, func(g *group) error {
+		if g.calls[0].Seq != seq {
 			return nil
 		}
 		found = g

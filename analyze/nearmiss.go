@@ -41,7 +41,7 @@ func newNearMisses() *nearMisses {
 	return &nearMisses{last: map[string]CallRef{}, lastKey: map[string]string{}}
 }
 
-func (n *nearMisses) see(r *activity.CallRow, c CallRef, window time.Duration) {
+func (n *nearMisses) see(r *activity.CallKey, c CallRef, window time.Duration) {
 	if r.Tool == "" {
 		return
 	}
@@ -56,13 +56,20 @@ func (n *nearMisses) see(r *activity.CallRow, c CallRef, window time.Duration) {
 	n.last[r.Tool], n.lastKey[r.Tool] = c, r.EffectKey
 }
 
-// name loads both executions of every candidate and says what differs;
-// candidates that are reads, or whose arguments the log does not record,
-// are dropped: nothing about them is worth a look.
-func (n *nearMisses) name(ctx context.Context, s *activity.Store) ([]NearMiss, int, error) {
+// name completes both calls of every candidate, loads their executions
+// and says what differs; candidates that are reads, or whose arguments
+// the log does not record, are dropped: nothing about them is worth a
+// look.
+func (n *nearMisses) name(ctx context.Context, s *activity.Store, names sourceNames) ([]NearMiss, int, error) {
 	var ids []activity.ExecutionID
-	for _, m := range n.found {
+	var calls []*CallRef
+	for i := range n.found {
+		m := &n.found[i]
 		ids = append(ids, m.First.ExecutionID, m.Second.ExecutionID)
+		calls = append(calls, &m.First, &m.Second)
+	}
+	if err := fillCalls(ctx, s, names, calls); err != nil {
+		return nil, 0, fmt.Errorf("near misses: %w", err)
 	}
 	execs := map[activity.ExecutionID]activity.Execution{}
 	for len(ids) > 0 { // SQLite binds at most 32,766 values a statement

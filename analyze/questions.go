@@ -114,12 +114,22 @@ type groupRecords struct {
 // maxBatchIDs bounds the ids one query binds.
 const maxBatchIDs = 900
 
-// loadGroupRecords reads the executions of every group in gs.
-func loadGroupRecords(ctx context.Context, s *activity.Store, gs []*group) (*groupRecords, error) {
+// loadGroupRecords completes the calls of every group in gs and reads
+// their executions.
+func loadGroupRecords(ctx context.Context, s *activity.Store, names sourceNames, gs []*group) (*groupRecords, error) {
 	r := &groupRecords{execs: map[activity.ExecutionID]activity.Execution{}, trs: map[activity.ExecutionID][]activity.Transition{},
 		approvals: map[activity.ExecutionID][]activity.Approval{}}
 	seen := map[activity.ExecutionID]bool{}
 	var ids []activity.ExecutionID
+	var calls []*CallRef
+	for _, g := range gs {
+		for i := range g.calls {
+			calls = append(calls, &g.calls[i])
+		}
+	}
+	if err := fillCalls(ctx, s, names, calls); err != nil {
+		return nil, err
+	}
 	for _, g := range gs {
 		for _, c := range g.calls {
 			if !seen[c.ExecutionID] {
@@ -150,17 +160,22 @@ func loadGroupRecords(ctx context.Context, s *activity.Store, gs []*group) (*gro
 
 // analyseGroup loads what a group's records show and walks the questions.
 func analyseGroup(ctx context.Context, s *activity.Store, g *group, names sourceNames) (*Suspect, error) {
-	recs, err := loadGroupRecords(ctx, s, []*group{g})
+	recs, err := loadGroupRecords(ctx, s, names, []*group{g})
 	if err != nil {
 		return nil, err
 	}
 	return analyseLoaded(ctx, s, g, names, recs)
 }
 
+// suspectID names the suspect a call starts.
+func suspectID(first activity.CallID) string {
+	return "sus_" + strings.TrimPrefix(string(first), "call_")
+}
+
 // analyseLoaded walks the questions over a group whose records are loaded.
 func analyseLoaded(ctx context.Context, s *activity.Store, g *group, names sourceNames, recs *groupRecords) (*Suspect, error) {
 	sus := &Suspect{
-		ID: "sus_" + strings.TrimPrefix(string(g.calls[0].ID), "call_"), EffectKey: g.key, Window: g.window.String(),
+		ID: suspectID(g.calls[0].ID), EffectKey: g.key, Window: g.window.String(),
 		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
 	}
 	var ids []activity.ExecutionID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -13,7 +14,8 @@ import (
 // moved (a call, an acceptance, a transition, a resolution, an approval).
 // Only those keys' suspects can differ from before.
 type Touched struct {
-	Keys []string
+	Since int64 // the first record read
+	Keys  []string
 	// Executions are the touched executions as they stand now (for a
 	// list of executions to update in place).
 	Executions []activity.Execution
@@ -25,7 +27,7 @@ type Touched struct {
 // records only, not of the tables a writer is appending to.
 func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched, error) {
 	ids := map[activity.ExecutionID]bool{}
-	t := Touched{Through: since}
+	t := Touched{Since: since, Through: since}
 	err := s.ScanLog(ctx, since, func(seq int64, canonical, _ []byte) error {
 		t.Through = seq + 1
 		rec, err := activity.ParseRecord(canonical)
@@ -75,49 +77,113 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 	return t, nil
 }
 
-// Rebuild analyses the suspects of these effect keys alone: each key's
-// calls are read through the effect index and cut into windows as Scan
-// cuts them, so the result is exactly Scan's suspects for those keys.
-func Rebuild(ctx context.Context, s *activity.Store, opts Options, keys []string) ([]*Suspect, error) {
+// Rebuilt is what new records made of the suspects of the effects they
+// touched: Fresh holds the suspects analysed again (new ones, and old ones
+// the records changed); Kept names those effects' suspects that stand as
+// they were. Any other suspect of those effects is gone.
+type Rebuilt struct {
+	Fresh []*Suspect
+	Kept  []string
+}
+
+// Rebuild brings the suspects of the effects t touched up to date: each
+// key's calls are read through the effect index (their keys alone) and
+// cut into windows as Scan cuts them, and a group is analysed again only
+// if the new records could have changed it: it holds a touched execution,
+// or a new call was received before its window ended (a new call changes
+// no group whose window closed before it; the windows before it are cut
+// the same). An effect called all day thus costs the analysis of its last
+// group, not of its whole history. Kept and Fresh together are exactly
+// Scan's suspects for those keys.
+func Rebuild(ctx context.Context, s *activity.Store, opts Options, t Touched) (Rebuilt, error) {
+	var out Rebuilt
 	names, err := loadSourceNames(ctx, s)
 	if err != nil {
-		return nil, err
+		return out, err
+	}
+	touched := make(map[activity.ExecutionID]bool, len(t.Executions))
+	for _, e := range t.Executions {
+		touched[e.ID] = true
 	}
 	// Every group first, then their records in one batch (as Scan reads
 	// them), not three queries per group.
-	var groups []*group
-	for _, key := range keys {
-		err := effectGroups(ctx, s, opts, key, names, func(g *group) error {
+	var changed, kept []*group
+	for _, key := range t.Keys {
+		var groups []*group
+		var firstNew time.Time // the earliest new call of this key
+		err := effectGroups(ctx, s, opts, key, func(g *group) error {
+			for _, c := range g.calls {
+				if c.Seq >= t.Since && (firstNew.IsZero() || c.ReceivedAt.Before(firstNew)) {
+					firstNew = c.ReceivedAt
+				}
+			}
 			if len(g.calls) >= 2 {
 				groups = append(groups, g)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return out, err
+		}
+		for _, g := range groups {
+			if groupChanged(g, firstNew, touched) {
+				changed = append(changed, g)
+			} else {
+				kept = append(kept, g)
+			}
 		}
 	}
-	recs, err := loadGroupRecords(ctx, s, groups)
-	if err != nil {
-		return nil, err
+	if out.Kept, err = groupIDs(ctx, s, names, kept); err != nil {
+		return out, err
 	}
-	out := make([]*Suspect, 0, len(groups))
-	for _, g := range groups {
+	recs, err := loadGroupRecords(ctx, s, names, changed)
+	if err != nil {
+		return out, err
+	}
+	out.Fresh = make([]*Suspect, 0, len(changed))
+	for _, g := range changed {
 		sus, err := analyseLoaded(ctx, s, g, names, recs)
 		if err != nil {
-			return nil, fmt.Errorf("suspect %s: %w", g.key, err)
+			return out, fmt.Errorf("suspect %s: %w", g.key, err)
 		}
-		out = append(out, sus)
+		out.Fresh = append(out.Fresh, sus)
 	}
 	return out, nil
+}
+
+// groupChanged reports whether new records could have changed g: it
+// holds a touched execution, or a new call came (at firstNew) before its
+// window closed.
+func groupChanged(g *group, firstNew time.Time, touched map[activity.ExecutionID]bool) bool {
+	if !firstNew.IsZero() && firstNew.Sub(g.first) <= g.window {
+		return true
+	}
+	return slices.ContainsFunc(g.calls, func(c CallRef) bool { return touched[c.ExecutionID] })
+}
+
+// groupIDs returns the suspect ids of groups: their first calls' (read
+// whole for it, in one query per batch).
+func groupIDs(ctx context.Context, s *activity.Store, names sourceNames, gs []*group) ([]string, error) {
+	firsts := make([]*CallRef, len(gs))
+	for i, g := range gs {
+		firsts[i] = &g.calls[0]
+	}
+	if err := fillCalls(ctx, s, names, firsts); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(gs))
+	for i, c := range firsts {
+		ids[i] = suspectID(c.ID)
+	}
+	return ids, nil
 }
 
 // effectGroups cuts one effect's calls, in the order they were received,
 // into the groups Scan makes of them (a group is the calls inside its first
 // call's window), and calls fn with each, the last included.
-func effectGroups(ctx context.Context, s *activity.Store, opts Options, key string, names sourceNames, fn func(*group) error) error {
+func effectGroups(ctx context.Context, s *activity.Store, opts Options, key string, fn func(*group) error) error {
 	var g *group
-	err := s.ScanCallsOfEffect(ctx, key, func(r *activity.CallRow) error {
+	err := s.ScanCallKeysOfEffect(ctx, key, func(r *activity.CallKey) error {
 		if g != nil && r.ReceivedAt.Sub(g.first) > g.window {
 			if err := fn(g); err != nil {
 				return err
@@ -127,7 +193,7 @@ func effectGroups(ctx context.Context, s *activity.Store, opts Options, key stri
 		if g == nil {
 			g = newGroup(opts, r)
 		}
-		g.calls = append(g.calls, callRef(r, names))
+		g.calls = append(g.calls, keyRef(r))
 		return nil
 	})
 	if err == nil && g != nil {

@@ -118,10 +118,7 @@ func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 func RangeTimeline(ctx context.Context, s *activity.Store, from, to time.Time) (*Timeline, error) {
 	tl := &Timeline{Title: fmt.Sprintf("%s – %s", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
 	var calls []Frame
-	err := s.ScanCalls(ctx, func(r *activity.CallRow) error {
-		if r.ReceivedAt.Before(from) || r.ReceivedAt.After(to) {
-			return nil
-		}
+	err := s.ScanCallsBetween(ctx, from, to, func(r *activity.CallRow) error {
 		calls = append(calls, callFrame(r.Seq, r.ID, r.ExecutionID, r.Disposition, r.ReceivedAt))
 		return nil
 	})

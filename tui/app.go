@@ -268,7 +268,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("analysis: "+msg.err.Error(), true)
 			return m, nil
 		}
-		m.suspects.ReplaceEffects(msg.keys, msg.fresh)
+		m.suspects.ReplaceEffects(msg.keys, msg.kept, msg.fresh)
 		runs := m.runList
 		if msg.newRuns {
 			runs = msg.runs

@@ -38,6 +38,7 @@ type suspectsMsg struct {
 type refreshMsg struct {
 	gen     int
 	keys    []string
+	kept    []string // suspects of keys that stand as they were
 	fresh   []*analyze.Suspect
 	execs   []activity.Execution // the executions the new records touched
 	runs    []activity.Run       // read again only when a run started or ended
@@ -132,7 +133,7 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen i
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
 		}
-		fresh, err := analyze.Rebuild(ctx, s, opts, touched.Keys)
+		rebuilt, err := analyze.Rebuild(ctx, s, opts, touched)
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
 		}
@@ -140,12 +141,12 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen i
 		if touched.Runs {
 			runs, err = s.Runs(ctx, browseLimit)
 		}
-		for _, sus := range fresh {
+		for _, sus := range rebuilt.Fresh {
 			termsafe.Scrub(sus)
 		}
 		termsafe.Scrub(&touched.Executions)
 		termsafe.Scrub(&runs)
-		return refreshMsg{gen: gen, keys: touched.Keys, fresh: fresh, execs: touched.Executions, runs: runs, newRuns: touched.Runs,
+		return refreshMsg{gen: gen, keys: touched.Keys, kept: rebuilt.Kept, fresh: rebuilt.Fresh, execs: touched.Executions, runs: runs, newRuns: touched.Runs,
 			through: touched.Through, err: err}
 	}
 }

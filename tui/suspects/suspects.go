@@ -5,7 +5,6 @@ package suspects
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -117,30 +116,62 @@ func (m *Model) nearText() string {
 	return fmt.Sprintf(" · %d %s (not suspects): %s differs in %s", len(m.near), noun, first.Tool, what)
 }
 
-// ReplaceEffects puts fresh in place of the suspects of these effect
-// keys: live mode's update, when new records touched only those effects.
-// The selection stays on its suspect when it can.
-func (m *Model) ReplaceEffects(keys []string, fresh []*analyze.Suspect) {
+// ReplaceEffects brings the suspects of these effect keys up to date:
+// live mode's update (analyze.Rebuild), when new records touched only
+// those effects. Their suspects named in kept stay, fresh ones replace or
+// join them, and the rest of them go. The selection stays on its suspect
+// when it can.
+func (m *Model) ReplaceEffects(keys, kept []string, fresh []*analyze.Suspect) {
 	set := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		set[k] = true
 	}
-	if !slices.ContainsFunc(m.all, func(s analyze.Row) bool { return set[s.EffectKey] }) {
+	stays := make(map[string]bool, len(kept))
+	for _, id := range kept {
+		stays[id] = true
+	}
+	at := map[string]int{} // rows that do not stay as they are
+	for i, s := range m.all {
+		if set[s.EffectKey] && !stays[s.ID] {
+			at[s.ID] = i
+		}
+	}
+	// A suspect that only grew (the last group of an effect called all
+	// day gained a call) keeps its place in every order: changed in
+	// place, where a removal rebuilds the index of every suspect.
+	var added []*analyze.Suspect
+	for _, sus := range fresh {
+		i, ok := at[sus.ID]
+		if ok && sameOrder(m.all[i], sus.Row()) {
+			m.all[i] = sus.Row()
+			delete(at, sus.ID)
+			continue
+		}
+		added = append(added, sus)
+	}
+	if len(at) == 0 {
 		var keep string
 		if s := m.Selected(); s != nil {
 			keep = s.ID
 		}
-		m.Add(fresh) // only new suspects: no index to rebuild
+		m.Add(added) // nothing removed: no index to rebuild
 		m.selectID(keep)
 		return
 	}
-	all := make([]analyze.Row, 0, len(m.all)+len(fresh))
+	all := make([]analyze.Row, 0, len(m.all)+len(added))
 	for _, s := range m.all {
-		if !set[s.EffectKey] {
+		if _, drop := at[s.ID]; !drop {
 			all = append(all, s)
 		}
 	}
-	m.setRows(rowsOf(all, fresh))
+	m.setRows(rowsOf(all, added))
+}
+
+// sameOrder reports whether two rows of one suspect sort, filter and
+// count alike: what the index holds of a row.
+func sameOrder(a, b analyze.Row) bool {
+	return a.ID == b.ID && a.Tool == b.Tool && a.Target == b.Target && a.Title == b.Title && a.Verdict == b.Verdict &&
+		a.Severity == b.Severity && a.FirstAt.Equal(b.FirstAt)
 }
 
 // Add appends suspects as they stream in.

@@ -119,3 +119,85 @@ func TestFilterTypingKeepsSelectionSane(t *testing.T) {
 		t.Fatalf("shown %d, selected %+v", shown, m.Selected())
 	}
 }
+
+// TestReplaceEffectsMatchesALoad applies live updates (analyze.Rebuild's
+// kept and fresh suspects) to a loaded list and checks every sort against
+// a list loaded with the result: suspects that only grew change in place,
+// changed ones move, vanished ones go, new ones join.
+func TestReplaceEffectsMatchesALoad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	mk := func(i int, key string) *analyze.Suspect {
+		return &analyze.Suspect{ID: fmt.Sprintf("sus_%026d", i), EffectKey: key, Tool: "deploy_release",
+			Verdict: analyze.Verdicts[rng.IntN(len(analyze.Verdicts))], Severity: analyze.Severities[rng.IntN(len(analyze.Severities))],
+			FirstAt: time.Date(2026, 11, 30, 9, rng.IntN(60), 0, 0, time.UTC), Calls: make([]analyze.CallRef, 2)}
+	}
+	m := New(theme.Default())
+	m.SetSize(120, 40)
+	var want []*analyze.Suspect
+	for i := range 400 {
+		want = append(want, mk(i, fmt.Sprintf("eff:%d", i%40)))
+	}
+	m.Add(want)
+	next := len(want)
+	for round := range 30 {
+		keys := []string{fmt.Sprintf("eff:%d", rng.IntN(40)), fmt.Sprintf("eff:%d", rng.IntN(40))}
+		var kept []string
+		var fresh, stay []*analyze.Suspect
+		grown := map[string]*analyze.Suspect{}
+		for _, s := range want {
+			if !slices.Contains(keys, s.EffectKey) {
+				stay = append(stay, s)
+				continue
+			}
+			switch rng.IntN(4) {
+			case 0: // kept as it was
+				kept = append(kept, s.ID)
+				stay = append(stay, s)
+			case 1: // grew: one more call, the same place in every order
+				g := *s
+				g.Calls = append(slices.Clone(s.Calls), analyze.CallRef{})
+				fresh = append(fresh, &g)
+				grown[s.ID] = &g
+				stay = append(stay, &g)
+			case 2: // changed: another verdict, so it moves
+				c := *s
+				c.Verdict, c.Severity = analyze.VerdictDuplicate, analyze.Severities[0]
+				fresh = append(fresh, &c)
+				if c.Verdict == s.Verdict && c.Severity == s.Severity { // it did not change after all
+					grown[s.ID] = &c
+					stay = append(stay, &c)
+				}
+			} // 3: gone
+		}
+		for range rng.IntN(3) {
+			n := mk(next, keys[0])
+			next++
+			fresh = append(fresh, n)
+		}
+		rng.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
+		m.ReplaceEffects(keys, kept, fresh)
+		// A list loaded with the result holds the rows that stayed, in
+		// place, then the rest in the order they came.
+		want = stay
+		for _, s := range fresh {
+			if grown[s.ID] == nil {
+				want = append(want, s)
+			}
+		}
+		for by := range sorts {
+			m.sortBy = by
+			m.apply()
+			if got, w := m.shownIDs(), naive(want, by, ""); !slices.Equal(got, w) {
+				t.Fatalf("round %d, sort %s: %d shown, want %d\n got %v\nwant %v", round, sorts[by], len(got), len(w), head(got), head(w))
+			}
+		}
+		for _, r := range m.All() {
+			if g := grown[r.ID]; g != nil && r.Calls != len(g.Calls) {
+				t.Fatalf("round %d: %s shows %d calls, it has %d", round, r.ID, r.Calls, len(g.Calls))
+			}
+		}
+		if _, total, counts := m.Counts(); total != len(want) || counts.Total() != len(want) {
+			t.Fatalf("round %d: %d suspects counted, want %d", round, total, len(want))
+		}
+	}
+}
