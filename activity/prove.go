@@ -156,6 +156,14 @@ func (s *Store) signedRoot(ctx context.Context) (int64, tlog.Hash, error) {
 	if s.vkey == "" {
 		return 0, tlog.Hash{}, fmt.Errorf("no key on this host to check the log's signatures (%v)", s.keyErr)
 	}
+	// The witness file first: a checkpoint is committed before it is
+	// witnessed, so one witnessed now is in any read of the database that
+	// starts later. Read the other way round, a seal between the two
+	// reads looked like a removed checkpoint, and a live call was refused.
+	w, err := ReadWitness(s.WitnessPath())
+	if err != nil {
+		return 0, tlog.Hash{}, err
+	}
 	cp, err := s.LatestCheckpoint(ctx)
 	if err != nil {
 		return 0, tlog.Hash{}, err
@@ -164,7 +172,7 @@ func (s *Store) signedRoot(ctx context.Context) (int64, tlog.Hash, error) {
 	if cp != nil {
 		dbSize = cp.Size
 	}
-	if err := s.checkWitnessed(dbSize); err != nil {
+	if err := s.checkWitnessed(w, dbSize); err != nil {
 		return 0, tlog.Hash{}, err
 	}
 	if cp == nil {

@@ -2,6 +2,7 @@ package activity_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,5 +137,43 @@ func TestVaultRecordHiddenFromItsIndex(t *testing.T) {
 		`UPDATE meta SET value = 'unlocked by alice: x' WHERE key = 'vault'`)
 	if l, err := locked(); !errors.Is(err, activity.ErrUnproven) {
 		t.Fatalf("with the lock hidden from the index: locked %v, %v", l, err)
+	}
+}
+
+// TestProofsBesideSeals: the gateway proves records while operators'
+// decisions are sealed in the same process. A seal between a proof's
+// read of the database and its read of the witness file once looked like
+// a removed checkpoint, and the demo's approved charge was refused.
+func TestProofsBesideSeals(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if err := activitytest.Fill(ctx, s, 4, 4); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 150 {
+			if err := activitytest.Fill(ctx, s, 2, 2); err != nil {
+				done <- err
+				return
+			}
+			if _, err := s.Seal(ctx, activity.SealResolution); err != nil {
+				done <- fmt.Errorf("seal %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		if _, err := s.SignedSize(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

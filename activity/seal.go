@@ -152,14 +152,11 @@ func ReadWitness(path string) (WitnessLine, error) {
 	return newest, nil
 }
 
-// checkWitnessed refuses a newest checkpoint older than the newest this
-// host witnessed: the database's later checkpoints were removed, and a
-// proof or a seal over what they covered would accept a rewrite.
-func (s *Store) checkWitnessed(dbSize int64) error {
-	w, err := ReadWitness(s.WitnessPath())
-	if err != nil {
-		return err
-	}
+// checkWitnessed refuses a newest checkpoint older than w, the newest
+// this host witnessed (read before the database was): the database's
+// later checkpoints were removed, and a proof or a seal over what they
+// covered would accept a rewrite.
+func (s *Store) checkWitnessed(w WitnessLine, dbSize int64) error {
 	if w.Size > dbSize {
 		return fmt.Errorf("the database's checkpoints end at %d records but this host witnessed one at %d (%s): checkpoints were removed", dbSize, w.Size, s.WitnessPath())
 	}
@@ -215,7 +212,14 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 	if last != nil {
 		lastSize = last.Size
 	}
-	if err := s.checkWitnessed(lastSize); err != nil {
+	// Under the write lock no checkpoint commits meanwhile, and every
+	// witnessed one was committed first: here the two reads' order does
+	// not matter.
+	w, err := ReadWitness(s.WitnessPath())
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if err := s.checkWitnessed(w, lastSize); err != nil {
 		return Checkpoint{}, fmt.Errorf("refusing to sign: %w", err)
 	}
 	if size == 0 {

@@ -395,7 +395,7 @@ func TestRebuildTouchedEqualsScan(t *testing.T) {
 func TestRebuildOfAHotEffectAnalysesItsLastGroup(t *testing.T) {
 	s, _ := activitytest.Open(t, activity.Options{})
 	from := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	if err := activitytest.FillHot(ctx, s, from, 90, 25*time.Minute); err != nil {
+	if err := activitytest.FillHot(ctx, s, "hot", from, 90, 25*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	before, err := analyze.All(ctx, s, analyze.Options{})
@@ -403,7 +403,7 @@ func TestRebuildOfAHotEffectAnalysesItsLastGroup(t *testing.T) {
 		t.Fatalf("%d suspects, %v", len(before), err)
 	}
 	size, _ := s.LogSize(ctx)
-	if err := activitytest.FillHot(ctx, s, from.Add(90*25*time.Minute), 2, 25*time.Minute); err != nil {
+	if err := activitytest.FillHot(ctx, s, "hot", from.Add(90*25*time.Minute), 2, 25*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	touched, err := analyze.TouchedSince(ctx, s, size)
@@ -420,7 +420,7 @@ func TestRebuildOfAHotEffectAnalysesItsLastGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	size, _ = s.LogSize(ctx)
-	if err := activitytest.FillHot(ctx, s, from.Add(-20*time.Minute), 1, time.Minute); err != nil {
+	if err := activitytest.FillHot(ctx, s, "hot", from.Add(-20*time.Minute), 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if touched, err = analyze.TouchedSince(ctx, s, size); err != nil {
@@ -480,4 +480,49 @@ func mergedMatchesScan(t *testing.T, s *activity.Store, before []*analyze.Suspec
 		}
 	}
 	return rebuilt, changed, untouched
+}
+
+// TestNearMissFinderFollowsNewCalls holds live mode's near misses to a
+// scan's: a finder fed by a scan and then by the calls of the records
+// appended since names what a scan of the whole log names.
+func TestNearMissFinderFollowsNewCalls(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if err := activitytest.FillMixed(ctx, s, 200, 50, 7); err != nil {
+		t.Fatal(err)
+	}
+	finder := analyze.NewNearMissFinder()
+	var first []analyze.NearMiss
+	if err := analyze.Scan(ctx, s, analyze.Options{Finder: finder, NearMisses: func(f []analyze.NearMiss, _ int) { first = f }},
+		func(*analyze.Suspect) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	size, _ := s.LogSize(ctx)
+	// Two services deployed in turn, a minute apart, an hour on: each
+	// call a near miss of the one before.
+	later := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	if err := activitytest.FillHot(ctx, s, "api", later, 5, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.FillHot(ctx, s, "web", later.Add(30*time.Second), 5, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	touched, err := analyze.TouchedSince(ctx, s, size)
+	if err != nil || len(touched.Calls) == 0 {
+		t.Fatalf("touched: %d calls, %v", len(touched.Calls), err)
+	}
+	for i := range touched.Calls {
+		finder.See(analyze.Options{}, &touched.Calls[i])
+	}
+	got, gotOmitted, err := finder.Name(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) <= len(first) || mustJSON(t, got) != mustJSON(t, res.NearMisses) || gotOmitted != res.NearMissesOmitted {
+		t.Fatalf("the finder names %d near misses (%d omitted, %d before the new records), a scan %d (%d omitted)",
+			len(got), gotOmitted, len(first), len(res.NearMisses), res.NearMissesOmitted)
+	}
 }

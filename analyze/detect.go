@@ -27,6 +27,9 @@ type Options struct {
 	// near misses found (at most maxNearMisses) and how many were left
 	// out.
 	NearMisses func(found []NearMiss, omitted int)
+	// Finder, if set with NearMisses, is the near-miss finder the scan
+	// feeds, for a caller that goes on feeding it new calls.
+	Finder *NearMissFinder
 }
 
 // group is calls for one effect inside one window.
@@ -62,7 +65,10 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		return err
 	}
 	open := map[string]*group{}
-	near := newNearMisses()
+	near := opts.Finder
+	if near == nil {
+		near = NewNearMissFinder()
+	}
 	var queue []*group // open groups in order of their first call
 	var n int64
 	// Closed groups of two or more calls are analysed in batches (their

@@ -27,25 +27,60 @@ type NearMiss struct {
 // list stops being read.
 const maxNearMisses = 200
 
-// nearMisses follows each tool's latest call during a scan and collects,
-// in order, each call whose tool's previous call inside the window asked
-// for another effect.
-type nearMisses struct {
+// NearMissFinder follows each tool's latest call, in the order calls
+// were received, and collects each call whose tool's previous call inside
+// the window asked for another effect. Scan feeds one every call
+// (Options.Finder); live mode then feeds the same one the calls of new
+// records (Touched.Calls), so its near misses stay those of a scan.
+type NearMissFinder struct {
 	last    map[string]CallRef // tool → its latest call
 	lastKey map[string]string  // tool → that call's effect key
 	found   []NearMiss
 	omitted int
+	behind  bool // a call came before its tool's latest
 }
 
-func newNearMisses() *nearMisses {
-	return &nearMisses{last: map[string]CallRef{}, lastKey: map[string]string{}}
+// NewNearMissFinder returns a finder that has seen no call.
+func NewNearMissFinder() *NearMissFinder {
+	return &NearMissFinder{last: map[string]CallRef{}, lastKey: map[string]string{}}
 }
 
-func (n *nearMisses) see(r *activity.CallKey, c CallRef, window time.Duration) {
+// See follows one call. A call received before its tool's latest (an
+// older log imported later) is passed over, and the finder is then
+// Behind: the near misses it would make are in the history it has left
+// behind.
+func (n *NearMissFinder) See(opts Options, k *activity.CallKey) {
+	n.see(k, keyRef(k), windowOf(opts, k))
+}
+
+// Found reports how many candidates the finder holds (it keeps the first
+// 2×maxNearMisses; past them the named list cannot change).
+func (n *NearMissFinder) Found() int { return len(n.found) }
+
+// Behind reports whether a call came out of order: only a finder fed the
+// whole log again (FindNearMisses) names the near misses now.
+func (n *NearMissFinder) Behind() bool { return n.behind }
+
+// FindNearMisses feeds a new finder every call of the log, by their keys
+// (no suspect is analysed).
+func FindNearMisses(ctx context.Context, s *activity.Store, opts Options) (*NearMissFinder, error) {
+	n := NewNearMissFinder()
+	err := s.ScanCallKeys(ctx, func(k *activity.CallKey) error {
+		n.See(opts, k)
+		return nil
+	})
+	return n, err
+}
+
+func (n *NearMissFinder) see(r *activity.CallKey, c CallRef, window time.Duration) {
 	if r.Tool == "" {
 		return
 	}
 	prev, ok := n.last[r.Tool]
+	if ok && c.ReceivedAt.Before(prev.ReceivedAt) {
+		n.behind = true
+		return
+	}
 	if ok && n.lastKey[r.Tool] != r.EffectKey && c.ReceivedAt.Sub(prev.ReceivedAt) <= window {
 		if len(n.found) < maxNearMisses*2 {
 			n.found = append(n.found, NearMiss{Tool: r.Tool, First: prev, Second: c})
@@ -56,11 +91,19 @@ func (n *nearMisses) see(r *activity.CallKey, c CallRef, window time.Duration) {
 	n.last[r.Tool], n.lastKey[r.Tool] = c, r.EffectKey
 }
 
-// name completes both calls of every candidate, loads their executions
+// Name completes both calls of every candidate, loads their executions
 // and says what differs; candidates that are reads, or whose arguments
 // the log does not record, are dropped: nothing about them is worth a
-// look.
-func (n *nearMisses) name(ctx context.Context, s *activity.Store, names sourceNames) ([]NearMiss, int, error) {
+// look. It returns at most maxNearMisses, and how many more there were.
+func (n *NearMissFinder) Name(ctx context.Context, s *activity.Store) ([]NearMiss, int, error) {
+	names, err := loadSourceNames(ctx, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	return n.name(ctx, s, names)
+}
+
+func (n *NearMissFinder) name(ctx context.Context, s *activity.Store, names sourceNames) ([]NearMiss, int, error) {
 	var ids []activity.ExecutionID
 	var calls []*CallRef
 	for i := range n.found {

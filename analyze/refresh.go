@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -19,14 +20,23 @@ type Touched struct {
 	// Executions are the touched executions as they stand now (for a
 	// list of executions to update in place).
 	Executions []activity.Execution
-	Runs       bool  // a run started or ended
-	Through    int64 // the log size read through
+	// Calls are the new calls that created or attached to an execution,
+	// by their keys, in the order they were received (for a near-miss
+	// finder to follow).
+	Calls   []activity.CallKey
+	Runs    bool  // a run started or ended
+	Through int64 // the log size read through
 }
 
 // TouchedSince reads the log from record since on: a short read of the new
 // records only, not of the tables a writer is appending to.
 func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched, error) {
 	ids := map[activity.ExecutionID]bool{}
+	type newCall struct {
+		seq int64
+		c   *activity.Call
+	}
+	var calls []newCall
 	t := Touched{Since: since, Through: since}
 	err := s.ScanLog(ctx, since, func(seq int64, canonical, _ []byte) error {
 		t.Through = seq + 1
@@ -41,6 +51,7 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 		switch v := ev.(type) {
 		case *activity.Call:
 			ids[v.ExecutionID] = true
+			calls = append(calls, newCall{seq, v})
 		case *activity.Execution:
 			ids[v.ID] = true
 		case *activity.Transition:
@@ -62,6 +73,7 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 	for id := range ids {
 		list = append(list, id)
 	}
+	byID := map[activity.ExecutionID]activity.Execution{}
 	for chunk := range slices.Chunk(list, 500) {
 		execs, err := s.ExecutionsByID(ctx, chunk)
 		if err != nil {
@@ -70,10 +82,23 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 		for _, e := range execs {
 			t.Keys = append(t.Keys, e.EffectKey())
 			t.Executions = append(t.Executions, e)
+			byID[e.ID] = e
 		}
 	}
 	slices.Sort(t.Keys)
 	t.Keys = slices.Compact(t.Keys)
+	for _, nc := range calls {
+		if e, ok := byID[nc.c.ExecutionID]; ok {
+			t.Calls = append(t.Calls, activity.CallKey{Seq: nc.seq, ReceivedAt: nc.c.ReceivedAt, ExecutionID: e.ID,
+				EffectKey: e.EffectKey(), Window: e.Window, Tool: nc.c.Tool})
+		}
+	}
+	slices.SortFunc(t.Calls, func(a, b activity.CallKey) int {
+		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
 	return t, nil
 }
 

@@ -130,8 +130,9 @@ type Model struct {
 	// analysedTo is the log size the suspects shown cover: a refresh
 	// analyses the records from there on.
 	analysedTo int64
-	refreshing bool // a refresh is running
-	refreshDue bool // and another is wanted when it ends
+	finder     *analyze.NearMissFinder // the load's, fed the new calls of each refresh
+	refreshing bool                    // a refresh is running
+	refreshDue bool                    // and another is wanted when it ends
 	// follower verifies the log as it grows; nil: the next audit is a
 	// whole verification.
 	follower *audit.Follower
@@ -210,7 +211,7 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.refreshing = true
-	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.gen), loadPending(m.store), m.audit())
+	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.finder, m.gen), loadPending(m.store), m.audit())
 }
 
 // audit advances the follower, one advance at a time.
@@ -253,6 +254,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.loading = false
 			m.analysedTo = msg.through
 			m.suspects.SetNearMisses(msg.near)
+			m.finder = msg.finder
 			if m.logSize > m.analysedTo { // records arrived while it ran
 				return m, m.refresh()
 			}
@@ -269,6 +271,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.suspects.ReplaceEffects(msg.keys, msg.kept, msg.fresh)
+		if msg.near != nil {
+			m.suspects.SetNearMisses(msg.near)
+		}
+		if msg.finder != nil {
+			m.finder = msg.finder
+		}
 		runs := m.runList
 		if msg.newRuns {
 			runs = msg.runs

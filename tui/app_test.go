@@ -401,6 +401,15 @@ func TestLiveMode(t *testing.T) {
 	if got := m.suspects.Selected(); sel == nil || got == nil || got.ID != sel.ID {
 		t.Fatalf("the selection moved: %v → %v", idOf(sel), idOf(got))
 	}
+	// The new calls' near misses are named too, as a whole analysis
+	// names them (FillMixed's calls of one tool ask for other effects).
+	res, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.suspects.NearMisses(), res.NearMisses; len(got) != len(want) || len(want) == 0 || got[len(got)-1].Second.ID != want[len(want)-1].Second.ID {
+		t.Fatalf("live update: %d near misses named, a whole analysis names %d", len(got), len(want))
+	}
 	if m.loading || m.gen != 0 {
 		t.Fatalf("live mode reloaded instead of updating (gen %d)", m.gen)
 	}

@@ -25,8 +25,9 @@ import (
 type suspectsMsg struct {
 	gen      int
 	suspects []*analyze.Suspect
-	read     int64              // calls read so far
-	near     []analyze.NearMiss // with done: the near misses named
+	read     int64                   // calls read so far
+	near     []analyze.NearMiss      // with done: the near misses named
+	finder   *analyze.NearMissFinder // with done: what found them, for live mode to go on feeding
 	done     bool
 	through  int64 // with done: the log size the analysis covers at least
 	err      error
@@ -40,8 +41,10 @@ type refreshMsg struct {
 	keys    []string
 	kept    []string // suspects of keys that stand as they were
 	fresh   []*analyze.Suspect
-	execs   []activity.Execution // the executions the new records touched
-	runs    []activity.Run       // read again only when a run started or ended
+	near    []analyze.NearMiss      // the near misses named again, when the new calls added some
+	finder  *analyze.NearMissFinder // what named them
+	execs   []activity.Execution    // the executions the new records touched
+	runs    []activity.Run          // read again only when a run started or ended
 	newRuns bool
 	through int64
 	err     error
@@ -85,6 +88,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 	opts.Progress = func(n int64) { read = n }
 	var near []analyze.NearMiss
 	opts.NearMisses = func(found []analyze.NearMiss, _ int) { near = found }
+	opts.Finder = analyze.NewNearMissFinder()
 	go func() {
 		defer close(ch)
 		// Read before the scan: records appended while it runs are
@@ -105,7 +109,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 			return nil
 		})
 		termsafe.Scrub(&near)
-		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, done: true, through: through, err: err}
+		ch <- suspectsMsg{gen: gen, suspects: batch, read: read, near: near, finder: opts.Finder, done: true, through: through, err: err}
 	}()
 	var next tea.Cmd
 	next = func() tea.Msg {
@@ -126,7 +130,7 @@ func loadSuspects(s *activity.Store, opts analyze.Options, gen int) tea.Cmd {
 // touched for the browser: a few short reads, where a reload read the
 // whole log again (and listing the newest 5,000 executions every second
 // cost a 1M-record console 11% of a core by itself).
-func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen int) tea.Cmd {
+func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, finder *analyze.NearMissFinder, gen int) tea.Cmd {
 	return func() tea.Msg {
 		ctx := context.Background()
 		touched, err := analyze.TouchedSince(ctx, s, since)
@@ -134,6 +138,10 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen i
 			return refreshMsg{gen: gen, err: err}
 		}
 		rebuilt, err := analyze.Rebuild(ctx, s, opts, touched)
+		if err != nil {
+			return refreshMsg{gen: gen, err: err}
+		}
+		near, next, err := followNearMisses(ctx, s, opts, finder, touched.Calls)
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
 		}
@@ -146,9 +154,39 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, gen i
 		}
 		termsafe.Scrub(&touched.Executions)
 		termsafe.Scrub(&runs)
-		return refreshMsg{gen: gen, keys: touched.Keys, kept: rebuilt.Kept, fresh: rebuilt.Fresh, execs: touched.Executions, runs: runs, newRuns: touched.Runs,
+		return refreshMsg{gen: gen, keys: touched.Keys, kept: rebuilt.Kept, fresh: rebuilt.Fresh, near: near, finder: next, execs: touched.Executions, runs: runs, newRuns: touched.Runs,
 			through: touched.Through, err: err}
 	}
+}
+
+// followNearMisses feeds the new calls to the load's near-miss finder
+// and names the near misses again if it kept more; calls out of order
+// (an older log imported meanwhile) need the whole log read again, by
+// their keys. near is nil when nothing changed.
+func followNearMisses(ctx context.Context, s *activity.Store, opts analyze.Options, finder *analyze.NearMissFinder,
+	calls []activity.CallKey) (near []analyze.NearMiss, _ *analyze.NearMissFinder, err error) {
+	if finder == nil {
+		return nil, nil, nil
+	}
+	had := finder.Found()
+	for i := range calls {
+		finder.See(opts, &calls[i])
+	}
+	if finder.Behind() {
+		if finder, err = analyze.FindNearMisses(ctx, s, opts); err != nil {
+			return nil, nil, err
+		}
+	} else if finder.Found() == had {
+		return nil, finder, nil
+	}
+	if near, _, err = finder.Name(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	termsafe.Scrub(&near)
+	if near == nil {
+		near = []analyze.NearMiss{}
+	}
+	return near, finder, nil
 }
 
 func loadPending(s *activity.Store) tea.Cmd {

@@ -311,13 +311,17 @@ func FillMixed(ctx context.Context, s *activity.Store, n, batch, suspectEvery in
 var mixedStart = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 // FillHot appends n executions of one effect (the same tool, target and
-// arguments), received every apart from from on: an effect called all
-// day, whose calls fall into group after group.
-func FillHot(ctx context.Context, s *activity.Store, from time.Time, n int, every time.Duration) error {
-	_, err := s.Write(ctx, func(w *activity.Tx) error {
+// arguments, service naming it), received every apart from from on: an
+// effect called all day, whose calls fall into group after group.
+func FillHot(ctx context.Context, s *activity.Store, service string, from time.Time, n int, every time.Duration) error {
+	args, err := json.Marshal(map[string]string{"service": service})
+	if err != nil {
+		return err
+	}
+	_, err = s.Write(ctx, func(w *activity.Tx) error {
 		for k := range n {
 			at := from.Add(time.Duration(k) * every)
-			if _, err := mixedExecution(w, int(at.UnixMilli()), json.RawMessage(`{"service":"hot"}`), at); err != nil {
+			if _, err := mixedExecution(w, int(at.UnixMilli()), args, at); err != nil {
 				return err
 			}
 		}

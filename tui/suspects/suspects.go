@@ -99,6 +99,9 @@ func (m *Model) selectID(id string) {
 // last line.
 func (m *Model) SetNearMisses(near []analyze.NearMiss) { m.near = near }
 
+// NearMisses returns the near misses the list names.
+func (m *Model) NearMisses() []analyze.NearMiss { return m.near }
+
 // nearText names the near misses in a line: how many, and the first.
 func (m *Model) nearText() string {
 	if len(m.near) == 0 {
