@@ -618,6 +618,13 @@ func (s *Store) ScanCallKeysOfEffect(ctx context.Context, key string, fn func(*C
 		[]any{key}, fn)
 }
 
+// ScanCallKeysBetween is ScanCallKeys for the calls received from one
+// time to another (both included), through the received_at index.
+func (s *Store) ScanCallKeysBetween(ctx context.Context, from, to time.Time, fn func(*CallKey) error) error {
+	return s.scanCallKeys(ctx, callKeySelect+`FROM calls c JOIN executions e ON e.id = c.execution_id WHERE c.received_at BETWEEN ? AND ?
+		ORDER BY c.received_at, c.seq`, []any{from.UTC().Format(TimeFormat), to.UTC().Format(TimeFormat)}, fn)
+}
+
 func (s *Store) scanCallKeys(ctx context.Context, q string, args []any, fn func(*CallKey) error) error {
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {

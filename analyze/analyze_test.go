@@ -526,3 +526,72 @@ func TestNearMissFinderFollowsNewCalls(t *testing.T) {
 			len(got), gotOmitted, len(first), len(res.NearMisses), res.NearMissesOmitted)
 	}
 }
+
+// TestScanRangeEqualsAScanFiltered holds a range's analysis to a whole
+// scan's: the same suspects, byte for byte, as those of the scan whose
+// first call lies in the range, including an effect called all along whose
+// windows are cut by calls before the range; and the near misses of the
+// scan between two calls of the range.
+func TestScanRangeEqualsAScanFiltered(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	if err := activitytest.FillMixed(ctx, s, 3000, 300, 4); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	if err := activitytest.FillHot(ctx, s, "hot", start.Add(-3*time.Hour), 40, 25*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scan names its first 200 near misses: a range after the last of
+	// them cannot be held to its list.
+	named := whole.NearMisses[len(whole.NearMisses)-1].Second.ReceivedAt
+	checkedNear := 0
+	for _, r := range []struct{ from, to time.Time }{
+		{start.Add(2 * time.Second), start.Add(12 * time.Second)},
+		{start.Add(10 * time.Second), start.Add(40 * time.Second)},
+		{start.Add(-130 * time.Minute), start.Add(20 * time.Second)}, // inside a window of the hot effect (its calls 25 minutes apart from -3h)
+		{time.Time{}, start.Add(5 * time.Second)},
+		{start.Add(45 * time.Second), time.Time{}},
+	} {
+		want := map[string]string{}
+		for _, sus := range whole.Suspects {
+			if !sus.FirstAt.Before(r.from) && (r.to.IsZero() || !sus.FirstAt.After(r.to)) {
+				want[sus.ID] = mustJSON(t, sus)
+			}
+		}
+		wantNear := []analyze.NearMiss{}
+		for _, m := range whole.NearMisses {
+			if !m.First.ReceivedAt.Before(r.from) && (r.to.IsZero() || !m.Second.ReceivedAt.After(r.to)) {
+				wantNear = append(wantNear, m)
+			}
+		}
+		got, err := analyze.Analyse(ctx, s, analyze.Options{From: r.from, To: r.to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Suspects) != len(want) || len(want) == 0 {
+			t.Fatalf("range %v–%v: %d suspects, a scan has %d there", r.from, r.to, len(got.Suspects), len(want))
+		}
+		for i, sus := range got.Suspects {
+			if want[sus.ID] != mustJSON(t, sus) {
+				t.Fatalf("range %v–%v: suspect %s differs from the scan's", r.from, r.to, sus.ID)
+			}
+			if i > 0 && sus.FirstAt.Before(got.Suspects[i-1].FirstAt) {
+				t.Fatalf("range %v–%v: suspects out of order", r.from, r.to)
+			}
+		}
+		if whole.NearMissesOmitted > 0 && (r.to.IsZero() || r.to.After(named)) {
+			continue
+		}
+		checkedNear++
+		if len(wantNear) == 0 || mustJSON(t, got.NearMisses) != mustJSON(t, wantNear) {
+			t.Fatalf("range %v–%v: %d near misses, the scan has %d there", r.from, r.to, len(got.NearMisses), len(wantNear))
+		}
+	}
+	if checkedNear == 0 {
+		t.Fatal("no range's near misses were checked")
+	}
+}

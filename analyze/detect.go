@@ -30,6 +30,11 @@ type Options struct {
 	// Finder, if set with NearMisses, is the near-miss finder the scan
 	// feeds, for a caller that goes on feeding it new calls.
 	Finder *NearMissFinder
+	// From and To, if either is set, keep the suspects whose first call
+	// was received between them (both included; zero: no bound), found
+	// without reading the rest of the log (ScanRange). Near misses are
+	// then those between two calls of the range.
+	From, To time.Time
 }
 
 // group is calls for one effect inside one window.
@@ -60,6 +65,9 @@ type CallRef struct {
 // within each group's window, and calls fn with every group of two or
 // more calls, analysed. Memory holds only the groups still open.
 func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect) error) error {
+	if !opts.From.IsZero() || !opts.To.IsZero() {
+		return scanRange(ctx, s, opts, fn)
+	}
 	names, err := loadSourceNames(ctx, s)
 	if err != nil {
 		return err

@@ -17,6 +17,8 @@ type AnalyzeCmd struct {
 	Window    time.Duration `help:"Group calls within this window instead of each tool's recorded attach window (default for logs that record none: 1h)."`
 	FailOn    string        `enum:"none,duplicate,risk,unknown" default:"none" help:"Exit 1 if a suspect is at least this bad: duplicate; risk (also duplicate_risk); unknown (also insufficient_evidence)."`
 	Sort      string        `enum:"severity,time" default:"severity" help:"Order: severity (most severe first, as the console; ties oldest first) or time (by first call)."`
+	From      time.Time     `placeholder:"TIME" help:"Only suspects whose first call came at or after this time (RFC 3339): an incident's window, analysed without reading the rest of the log."`
+	To        time.Time     `placeholder:"TIME" help:"... and at or before this time."`
 	verifyFirst
 }
 
@@ -35,13 +37,22 @@ Examples:
   mcpdup analyze --db ./incident.db -q
   mcpdup analyze --db ./incident.db --sort time
   mcpdup analyze --db ./incident.db -o markdown > suspects.md
-  mcpdup analyze --db ./ci.db --fail-on risk        # CI: exit 1 on duplicates or risks`
+  mcpdup analyze --db ./ci.db --fail-on risk        # CI: exit 1 on duplicates or risks
+  mcpdup analyze --db ./incident.db --from 2026-11-30T09:00:00Z --to 2026-11-30T09:15:00Z`
 }
 
 var failOn = map[string][]analyze.Verdict{
 	"duplicate": {analyze.VerdictDuplicate},
 	"risk":      {analyze.VerdictDuplicate, analyze.VerdictDuplicateRisk},
 	"unknown":   {analyze.VerdictDuplicate, analyze.VerdictDuplicateRisk, analyze.VerdictInsufficient},
+}
+
+// Validate refuses a range that ends before it starts.
+func (c *AnalyzeCmd) Validate() error {
+	if !c.From.IsZero() && !c.To.IsZero() && c.To.Before(c.From) {
+		return fmt.Errorf("--to %s is before --from %s", c.To.Format(time.RFC3339), c.From.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func (c *AnalyzeCmd) Run(g *Globals) error {
@@ -63,7 +74,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	prog := newProgress(g.stderr, "analysing")
 	var near []analyze.NearMiss
 	var nearOmitted int
-	opts := analyze.Options{Window: c.Window, Progress: func(n int64) { prog.update(n, 0) },
+	opts := analyze.Options{Window: c.Window, From: c.From, To: c.To, Progress: func(n int64) { prog.update(n, 0) },
 		NearMisses: func(found []analyze.NearMiss, omitted int) { near, nearOmitted = found, omitted }}
 	counts := analyze.Counts{}
 	table := report.NewTableWriter(g.stdout, c.Questions, c.Sort)

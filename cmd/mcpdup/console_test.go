@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -182,6 +183,7 @@ func TestEmptyConsoleSaysWhatFillsIt(t *testing.T) {
 type tmuxSession struct {
 	t      testing.TB
 	socket string
+	wait   time.Duration // how long pollFor waits; 0: a minute
 }
 
 // demoDatabase builds the binary and the demo's database for a console
@@ -248,10 +250,11 @@ func (ts *tmuxSession) waitFor(want string) string {
 	return ts.pollFor(func(s string) bool { return strings.Contains(s, want) })
 }
 
-// pollFor polls the screen every 10ms until ok accepts it (60s at most).
+// pollFor polls the screen every 10ms until ok accepts it (a minute at
+// most, unless wait says otherwise).
 func (ts *tmuxSession) pollFor(ok func(screen string) bool) string {
 	ts.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(cmp.Or(ts.wait, time.Minute))
 	for {
 		screen := ts.capture()
 		if ok(screen) {

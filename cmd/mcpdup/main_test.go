@@ -248,12 +248,28 @@ func testAnalyzeCommand(t *testing.T, eng activitytest.Engine) {
 	}
 	var full struct {
 		Suspects []struct {
-			ID   string `json:"id"`
-			Tool string `json:"tool"`
+			ID      string    `json:"id"`
+			Tool    string    `json:"tool"`
+			FirstAt time.Time `json:"first_at"`
 		} `json:"suspects"`
 	}
 	_, out, _ = mcpdup(t, "analyze", "-o", "json")
 	json.Unmarshal([]byte(out), &full)
+	// A window of one instant holds the suspect that starts then.
+	at := full.Suspects[len(full.Suspects)/2].FirstAt.Format(time.RFC3339Nano)
+	code, out, errs = mcpdup(t, "analyze", "-o", "json", "--from", at, "--to", at)
+	var window struct {
+		Total    int `json:"total"`
+		Suspects []struct {
+			ID string `json:"id"`
+		} `json:"suspects"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &window) != nil || window.Total != 1 || window.Suspects[0].ID != full.Suspects[len(full.Suspects)/2].ID {
+		t.Fatalf("analyze --from %s --to %s: exit %d, %+v\n%s", at, at, code, window, errs)
+	}
+	if code, _, errs := mcpdup(t, "analyze", "--from", "2026-11-30T09:00:00Z", "--to", "2026-11-30T08:00:00Z"); code != 2 || !strings.Contains(errs, "is before --from") {
+		t.Fatalf("analyze with a reversed window: %d %s", code, errs)
+	}
 	var transfer string
 	for _, sus := range full.Suspects {
 		if sus.Tool == "pt_transfer_funds" {
