@@ -331,10 +331,10 @@ CREATE INDEX runs_open ON runs(actor, identified_by, evidence, seq) WHERE ended_
 CREATE INDEX IF NOT EXISTS mcp_sessions_opened ON mcp_sessions(opened_ms);
 `,
 	// 16: executions_effect was meant to answer the analysis's join of
-	// calls with their executions' effects from the index alone; SQLite's
-	// planner takes the primary key's index instead (every version since),
-	// so the index was a page more in every gateway commit, read by
-	// nothing.
+	// calls with their executions' effects from the index alone; without
+	// statistics (mcpdup never runs ANALYZE) SQLite's planner takes the
+	// primary key's index instead, so the index was a page more in every
+	// gateway commit, read by nothing.
 	`
 DROP INDEX IF EXISTS executions_effect;
 `,

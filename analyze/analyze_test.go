@@ -510,9 +510,7 @@ func TestNearMissFinderFollowsNewCalls(t *testing.T) {
 	if err != nil || len(touched.Calls) == 0 {
 		t.Fatalf("touched: %d calls, %v", len(touched.Calls), err)
 	}
-	for i := range touched.Calls {
-		finder.See(analyze.Options{}, &touched.Calls[i])
-	}
+	finder.Follow(analyze.Options{}, touched.Calls, time.Now())
 	got, gotOmitted, err := finder.Name(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -593,5 +591,87 @@ func TestScanRangeEqualsAScanFiltered(t *testing.T) {
 	}
 	if checkedNear == 0 {
 		t.Fatal("no range's near misses were checked")
+	}
+}
+
+// TestNearMissFinderFollowsLikeAScan: what live mode feeds a finder
+// beyond new calls in order: calls the scan already saw (a refresh reads
+// from the log size taken before the scan), two calls of a tool at one
+// instant, a call of one tool committed after another tool's later call,
+// and a call received too recently to be sure of its place. Each time
+// the finder names what a scan names, and is never Behind.
+func TestNearMissFinderFollowsLikeAScan(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	size, _ := s.LogSize(ctx)
+	nearCall(t, s, "tool_a", "x", t0)
+	nearCall(t, s, "tool_a", "y", t0) // the same instant: an imported log's precision
+	nearCall(t, s, "tool_b", "x", t0.Add(10*time.Second))
+	nearCall(t, s, "tool_b", "y", t0.Add(11*time.Second))
+	finder := analyze.NewNearMissFinder()
+	if err := analyze.Scan(ctx, s, analyze.Options{Finder: finder, NearMisses: func([]analyze.NearMiss, int) {}},
+		func(*analyze.Suspect) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	follow := func(step string, since int64, now time.Time) {
+		t.Helper()
+		touched, err := analyze.TouchedSince(ctx, s, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finder.Follow(analyze.Options{}, touched.Calls, now)
+		got, _, err := finder.Name(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := analyze.Analyse(ctx, s, analyze.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if finder.Behind() || mustJSON(t, got) != mustJSON(t, res.NearMisses) {
+			t.Fatalf("%s: behind %v; the finder names %s\na scan names %s", step, finder.Behind(), mustJSON(t, got), mustJSON(t, res.NearMisses))
+		}
+	}
+	follow("calls the scan saw, fed again", size, time.Now())
+	size, _ = s.LogSize(ctx)
+	nearCall(t, s, "tool_a", "z", t0.Add(5*time.Second)) // before tool_b's latest, after tool_a's
+	follow("a call committed late", size, time.Now())
+	// A call received a moment ago waits: one received before it may
+	// still be on its way.
+	size, _ = s.LogSize(ctx)
+	nearCall(t, s, "tool_b", "z", t0.Add(20*time.Second))
+	touched, err := analyze.TouchedSince(ctx, s, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finder.Follow(analyze.Options{}, touched.Calls, t0.Add(21*time.Second))
+	if finder.Changed() {
+		t.Fatal("a call received 1 s before now was seen at once")
+	}
+	nearCall(t, s, "tool_b", "w", t0.Add(19*time.Second)) // committed after it, received before
+	follow("a call that arrived before one already followed", size, t0.Add(30*time.Second))
+}
+
+// nearCall records one new execution of tool with service svc, received at
+// at.
+func nearCall(t *testing.T, s *activity.Store, tool, svc string, at time.Time) {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"service": svc})
+	_, err := s.Write(ctx, func(w *activity.Tx) error {
+		id := activity.NewExecutionID(at)
+		c, err := w.RecordCall(activity.Call{Actor: "agent:x", Method: "tools/call", Tool: tool, ReceivedAt: at,
+			Arguments: args, Disposition: activity.DispositionNewExecution, ExecutionID: id})
+		if err != nil {
+			return err
+		}
+		_, err = w.Accept(activity.Execution{ID: id,
+			Action: activity.Action{Actor: "agent:x", Tool: tool, Channel: activity.ChannelHTTP,
+				Target: "127.0.0.1:9400/v1/" + tool, Method: "POST", Arguments: args},
+			Fingerprint: "hmac-sha256:" + string(id), FingerprintKeyID: "fp1", Contract: activity.ContractRepeatableWithKey,
+			CreatedByCall: c.ID, Window: activity.Some(time.Hour)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

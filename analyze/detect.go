@@ -32,8 +32,8 @@ type Options struct {
 	Finder *NearMissFinder
 	// From and To, if either is set, keep the suspects whose first call
 	// was received between them (both included; zero: no bound), found
-	// without reading the rest of the log (ScanRange). Near misses are
-	// then those between two calls of the range.
+	// without reading the rest of the log. Near misses are then those
+	// between two calls of the range.
 	From, To time.Time
 }
 

@@ -2,9 +2,11 @@ package analyze
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -31,31 +33,64 @@ const maxNearMisses = 200
 // were received, and collects each call whose tool's previous call inside
 // the window asked for another effect. Scan feeds one every call
 // (Options.Finder); live mode then feeds the same one the calls of new
-// records (Touched.Calls), so its near misses stay those of a scan.
+// records (Follow), so its near misses stay a scan's.
 type NearMissFinder struct {
 	last    map[string]CallRef // tool → its latest call
 	lastKey map[string]string  // tool → that call's effect key
-	found   []NearMiss
+	found   []NearMiss         // in the order of their second calls, as a scan finds them
 	omitted int
-	behind  bool // a call came before its tool's latest
+	behind  bool               // a call came before its tool's latest
+	through int64              // the newest log record among the calls seen
+	pending []activity.CallKey // followed calls not settled yet
+	changed bool               // found changed since the last Name
 }
+
+// settleDelay is how long a followed call waits before the finder sees
+// it: a gateway takes a call's time when it arrives and commits it after
+// its checks, so two concurrent calls can reach the log in the other
+// order. Seen in order once both are in, they make no false alarm (and no
+// whole read of the log to recover from one).
+const settleDelay = 5 * time.Second
 
 // NewNearMissFinder returns a finder that has seen no call.
 func NewNearMissFinder() *NearMissFinder {
 	return &NearMissFinder{last: map[string]CallRef{}, lastKey: map[string]string{}}
 }
 
-// See follows one call. A call received before its tool's latest (an
-// older log imported later) is passed over, and the finder is then
-// Behind: the near misses it would make are in the history it has left
-// behind.
-func (n *NearMissFinder) See(opts Options, k *activity.CallKey) {
-	n.see(k, keyRef(k), windowOf(opts, k))
+// Follow feeds the finder the calls of records appended since it last
+// saw one (Touched.Calls), as of now. Calls it has seen are passed over (a
+// refresh may read again what the scan read); a call is seen once
+// settleDelay has passed since it was received, in the order calls were
+// received. A call that still comes before its tool's latest (an older
+// log imported meanwhile) makes the finder Behind.
+func (n *NearMissFinder) Follow(opts Options, calls []activity.CallKey, now time.Time) {
+	newest := n.through
+	for _, k := range calls {
+		if k.Seq > n.through {
+			n.pending = append(n.pending, k)
+			newest = max(newest, k.Seq)
+		}
+	}
+	n.through = newest
+	slices.SortFunc(n.pending, func(a, b activity.CallKey) int {
+		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	horizon := now.Add(-settleDelay)
+	settled := 0
+	for settled < len(n.pending) && !n.pending[settled].ReceivedAt.After(horizon) {
+		k := &n.pending[settled]
+		n.see(k, keyRef(k), windowOf(opts, k))
+		settled++
+	}
+	n.pending = slices.Delete(n.pending, 0, settled)
 }
 
-// Found reports how many candidates the finder holds (it keeps the first
-// 2×maxNearMisses; past them the named list cannot change).
-func (n *NearMissFinder) Found() int { return len(n.found) }
+// Changed reports whether the finder holds near misses Name has not
+// named yet.
+func (n *NearMissFinder) Changed() bool { return n.changed }
 
 // Behind reports whether a call came out of order: only a finder fed the
 // whole log again (FindNearMisses) names the near misses now.
@@ -66,29 +101,49 @@ func (n *NearMissFinder) Behind() bool { return n.behind }
 func FindNearMisses(ctx context.Context, s *activity.Store, opts Options) (*NearMissFinder, error) {
 	n := NewNearMissFinder()
 	err := s.ScanCallKeys(ctx, func(k *activity.CallKey) error {
-		n.See(opts, k)
+		n.see(k, keyRef(k), windowOf(opts, k))
 		return nil
 	})
 	return n, err
 }
 
 func (n *NearMissFinder) see(r *activity.CallKey, c CallRef, window time.Duration) {
+	n.through = max(n.through, r.Seq)
 	if r.Tool == "" {
 		return
 	}
 	prev, ok := n.last[r.Tool]
-	if ok && c.ReceivedAt.Before(prev.ReceivedAt) {
+	if ok && callBefore(c, prev) {
 		n.behind = true
 		return
 	}
 	if ok && n.lastKey[r.Tool] != r.EffectKey && c.ReceivedAt.Sub(prev.ReceivedAt) <= window {
-		if len(n.found) < maxNearMisses*2 {
-			n.found = append(n.found, NearMiss{Tool: r.Tool, First: prev, Second: c})
-		} else {
-			n.omitted++
-		}
+		n.add(NearMiss{Tool: r.Tool, First: prev, Second: c})
 	}
 	n.last[r.Tool], n.lastKey[r.Tool] = c, r.EffectKey
+}
+
+// callBefore orders calls as a scan reads them: by time received, then
+// log record.
+func callBefore(a, b CallRef) bool {
+	return a.ReceivedAt.Before(b.ReceivedAt) || a.ReceivedAt.Equal(b.ReceivedAt) && a.Seq < b.Seq
+}
+
+// add keeps a near miss among the first 2×maxNearMisses in the order of
+// their second calls, as a scan keeps them: a followed call of one tool
+// can come before another tool's latest.
+func (n *NearMissFinder) add(m NearMiss) {
+	i := sort.Search(len(n.found), func(i int) bool { return callBefore(m.Second, n.found[i].Second) })
+	if i == maxNearMisses*2 {
+		n.omitted++
+		return
+	}
+	if len(n.found) == maxNearMisses*2 {
+		n.found = n.found[:len(n.found)-1]
+		n.omitted++
+	}
+	n.found = slices.Insert(n.found, i, m)
+	n.changed = true
 }
 
 // Name completes both calls of every candidate, loads their executions
@@ -141,6 +196,7 @@ func (n *NearMissFinder) name(ctx context.Context, s *activity.Store, names sour
 		}
 		out = append(out, m)
 	}
+	n.changed = false
 	return out, omitted, nil
 }
 

@@ -49,7 +49,7 @@ func scanRange(ctx context.Context, s *activity.Store, opts Options, fn func(*Su
 			keys = append(keys, k.EffectKey)
 		}
 		if opts.NearMisses != nil {
-			near.See(opts, k)
+			near.see(k, keyRef(k), windowOf(opts, k))
 		}
 		return nil
 	})

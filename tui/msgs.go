@@ -141,13 +141,16 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, finde
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
 		}
+		var runs []activity.Run
+		if touched.Runs {
+			if runs, err = s.Runs(ctx, browseLimit); err != nil {
+				return refreshMsg{gen: gen, err: err}
+			}
+		}
+		// Last: what it names is lost if the refresh fails after it.
 		near, next, err := followNearMisses(ctx, s, opts, finder, touched.Calls)
 		if err != nil {
 			return refreshMsg{gen: gen, err: err}
-		}
-		var runs []activity.Run
-		if touched.Runs {
-			runs, err = s.Runs(ctx, browseLimit)
 		}
 		for _, sus := range rebuilt.Fresh {
 			termsafe.Scrub(sus)
@@ -160,23 +163,21 @@ func refreshSuspects(s *activity.Store, opts analyze.Options, since int64, finde
 }
 
 // followNearMisses feeds the new calls to the load's near-miss finder
-// and names the near misses again if it kept more; calls out of order
-// (an older log imported meanwhile) need the whole log read again, by
-// their keys. near is nil when nothing changed.
+// and names the near misses again if it holds more (a naming that failed
+// is tried again next time); calls out of order (an older log imported
+// meanwhile) need the whole log read again, by their keys. near is nil
+// when nothing changed.
 func followNearMisses(ctx context.Context, s *activity.Store, opts analyze.Options, finder *analyze.NearMissFinder,
 	calls []activity.CallKey) (near []analyze.NearMiss, _ *analyze.NearMissFinder, err error) {
 	if finder == nil {
 		return nil, nil, nil
 	}
-	had := finder.Found()
-	for i := range calls {
-		finder.See(opts, &calls[i])
-	}
+	finder.Follow(opts, calls, time.Now())
 	if finder.Behind() {
 		if finder, err = analyze.FindNearMisses(ctx, s, opts); err != nil {
 			return nil, nil, err
 		}
-	} else if finder.Found() == had {
+	} else if !finder.Changed() {
 		return nil, finder, nil
 	}
 	if near, _, err = finder.Name(ctx, s); err != nil {

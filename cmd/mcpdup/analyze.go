@@ -47,6 +47,26 @@ var failOn = map[string][]analyze.Verdict{
 	"unknown":   {analyze.VerdictDuplicate, analyze.VerdictDuplicateRisk, analyze.VerdictInsufficient},
 }
 
+// windowText names the window a range's analysis covers.
+func (c *AnalyzeCmd) windowText() string {
+	switch {
+	case c.From.IsZero() && c.To.IsZero():
+		return ""
+	case c.To.IsZero():
+		return " (first call from " + c.From.UTC().Format(time.RFC3339Nano) + ")"
+	case c.From.IsZero():
+		return " (first call up to " + c.To.UTC().Format(time.RFC3339Nano) + ")"
+	}
+	return " (first call from " + c.From.UTC().Format(time.RFC3339Nano) + " to " + c.To.UTC().Format(time.RFC3339Nano) + ")"
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 // Validate refuses a range that ends before it starts.
 func (c *AnalyzeCmd) Validate() error {
 	if !c.From.IsZero() && !c.To.IsZero() && c.To.Before(c.From) {
@@ -110,15 +130,19 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		if near == nil {
 			near = []analyze.NearMiss{}
 		}
-		err = spool.writeDocument(g.stdout, s.Path(), [][2]any{{"counts", counts}, {"total", counts.Total()},
-			{"near_misses", near}, {"near_misses_omitted", nearOmitted}, {"integrity", in}})
+		fields := [][2]any{{"counts", counts}, {"total", counts.Total()},
+			{"near_misses", near}, {"near_misses_omitted", nearOmitted}, {"integrity", in}}
+		if !c.From.IsZero() || !c.To.IsZero() { // what the document covers: suspects whose first call came in the window
+			fields = append(fields, [2]any{"window", map[string]*time.Time{"from": timeOrNil(c.From), "to": timeOrNil(c.To)}})
+		}
+		err = spool.writeDocument(g.stdout, s.Path(), fields)
 	case "markdown":
 		if err = md.Flush(in); err == nil {
 			err = report.NearMissesMarkdown(g.stdout, near, nearOmitted)
 		}
 	default:
 		if err = table.Flush(); err == nil {
-			fmt.Fprintf(g.stdout, "\n%d suspects: %s\nintegrity: %s\n", counts.Total(), counts, in.Text)
+			fmt.Fprintf(g.stdout, "\n%d suspects%s: %s\nintegrity: %s\n", counts.Total(), c.windowText(), counts, in.Text)
 			err = report.NearMissesTable(g.stdout, near, nearOmitted)
 		}
 	}
