@@ -85,6 +85,24 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	b.Run("db-log-only", verifyDB(true))
 	b.Run("db", verifyDB(false))
+	// The console's check: a follower's first advance reads the whole log
+	// as VerifyStore does (every stored checkpoint fed first).
+	b.Run("follower-first-advance-log-only", func(b *testing.B) {
+		var records int64
+		for range b.N {
+			f, err := audit.NewFollower(s, audit.Options{Key: pub, KeyPinned: true, LogOnly: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rep, err := f.Advance(ctx)
+			if err != nil || rep.Tampered {
+				b.Fatalf("follower: %v %+v", err, rep)
+			}
+			records = rep.Records
+		}
+		b.ReportMetric(float64(records), "records")
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/verify")
+	})
 	b.Run("export", func(b *testing.B) {
 		var records int64
 		for range b.N {

@@ -74,9 +74,12 @@ func (f *Follower) Advance(ctx context.Context) (*Report, error) {
 	// written after these records are read.
 	v.keepRootsFrom = max(f.fed, 1)
 	maps.DeleteFunc(v.recent, func(size int64, _ tlog.Hash) bool { return size <= v.keepRootsFrom })
-	err = f.s.ScanLog(ctx, v.pos, func(seq int64, canonical, leaf []byte) error {
-		v.addRecord(seq, canonical, leaf)
-		return nil
+	// Read a batch ahead of the hashing, as VerifyStore reads: the
+	// first advance reads the whole log.
+	err = scanBatches(ctx, f.s, v.pos, func(b *rowBatch) {
+		for i := range b.seqs {
+			v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
+		}
 	})
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func VerifyStore(ctx context.Context, s *activity.Store, opts Options) (*Report,
 	}
 	// Reading rows and hashing them each take about half the time; on two
 	// cores a reader goroutine feeding batches halves the wall time.
-	err = scanBatches(ctx, s, func(b *rowBatch) {
+	err = scanBatches(ctx, s, 0, func(b *rowBatch) {
 		for i := range b.seqs {
 			v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
 			if tables != nil {
@@ -184,7 +184,7 @@ func (b *rowBatch) add(seq int64, canonical, leaf []byte) {
 
 // scanBatches reads the log in a goroutine and hands batches of rows to fn
 // in order, recycling a few batches so memory stays bounded.
-func scanBatches(ctx context.Context, s *activity.Store, fn func(*rowBatch)) error {
+func scanBatches(ctx context.Context, s *activity.Store, from int64, fn func(*rowBatch)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	full := make(chan *rowBatch, 2)
@@ -196,7 +196,7 @@ func scanBatches(ctx context.Context, s *activity.Store, fn func(*rowBatch)) err
 	go func() {
 		defer close(full)
 		b := <-free
-		err := s.ScanLog(ctx, 0, func(seq int64, canonical, leaf []byte) error {
+		err := s.ScanLog(ctx, from, func(seq int64, canonical, leaf []byte) error {
 			b.add(seq, canonical, leaf)
 			if len(b.seqs) < batchRows {
 				return nil

@@ -287,7 +287,18 @@ func (v *verifier) schedule(cp checkpoint) {
 	case cp.size == v.pos:
 		v.checkRoot(cp)
 	case cp.size > v.pos:
-		v.pending = append(v.pending, cp)
+		// Kept in order of size (stably), so each record looks at the
+		// first alone: a follower feeds every stored checkpoint before
+		// the records, and a scan of them all per record grew with the
+		// log's age (3,000 checkpoints at 6M records: a quarter of the
+		// first pass).
+		i, _ := slices.BinarySearchFunc(v.pending, cp.size, func(p checkpoint, size int64) int {
+			if p.size <= size {
+				return -1
+			}
+			return 1
+		})
+		v.pending = slices.Insert(v.pending, i, cp)
 	case v.recent[cp.size] != tlog.Hash{}:
 		// A follower read past this size before the checkpoint was
 		// written: it kept the tree's roots since the newest checkpoint.
@@ -298,16 +309,10 @@ func (v *verifier) schedule(cp checkpoint) {
 }
 
 func (v *verifier) checkPending() {
-	if len(v.pending) == 0 {
-		return
+	for len(v.pending) > 0 && v.pending[0].size == v.pos {
+		v.checkRoot(v.pending[0])
+		v.pending = v.pending[1:]
 	}
-	v.pending = slices.DeleteFunc(v.pending, func(cp checkpoint) bool {
-		if cp.size != v.pos {
-			return false
-		}
-		v.checkRoot(cp)
-		return true
-	})
 }
 
 func (v *verifier) checkRoot(cp checkpoint) {
