@@ -73,10 +73,7 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		return err
 	}
 	open := map[string]*group{}
-	near := opts.Finder
-	if near == nil {
-		near = NewNearMissFinder()
-	}
+	near := opts.finder()
 	var queue []*group // open groups in order of their first call
 	var n int64
 	// Closed groups of two or more calls are analysed in batches (their
@@ -88,18 +85,8 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 		if len(batch) == 0 {
 			return nil
 		}
-		recs, err := loadGroupRecords(ctx, s, names, batch)
-		if err != nil {
+		if err := analyseGroups(ctx, s, names, batch, fn); err != nil {
 			return err
-		}
-		for _, g := range batch {
-			sus, err := analyseLoaded(ctx, s, g, names, recs)
-			if err != nil {
-				return fmt.Errorf("suspect %s: %w", g.key, err)
-			}
-			if err := fn(sus); err != nil {
-				return err
-			}
 		}
 		batch, batchSize = batch[:0], 256
 		return nil
@@ -172,12 +159,32 @@ func Scan(ctx context.Context, s *activity.Store, opts Options, fn func(*Suspect
 	if err := flush(); err != nil {
 		return err
 	}
-	if opts.NearMisses != nil {
-		found, omitted, err := near.name(ctx, s, names)
+	return near.report(ctx, s, names, opts)
+}
+
+// finder is the near-miss finder a scan feeds: the caller's, or its own.
+func (opts Options) finder() *NearMissFinder {
+	if opts.Finder != nil {
+		return opts.Finder
+	}
+	return NewNearMissFinder()
+}
+
+// analyseGroups reads the records of groups in one batch and hands fn
+// each one's suspect, in order.
+func analyseGroups(ctx context.Context, s *activity.Store, names sourceNames, groups []*group, fn func(*Suspect) error) error {
+	recs, err := loadGroupRecords(ctx, s, names, groups)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		sus, err := analyseLoaded(ctx, s, g, names, recs)
 		if err != nil {
+			return fmt.Errorf("suspect %s: %w", g.key, err)
+		}
+		if err := fn(sus); err != nil {
 			return err
 		}
-		opts.NearMisses(found, omitted)
 	}
 	return nil
 }

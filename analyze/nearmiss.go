@@ -146,6 +146,19 @@ func (n *NearMissFinder) add(m NearMiss) {
 	n.changed = true
 }
 
+// report names the near misses found to opts.NearMisses, if set.
+func (n *NearMissFinder) report(ctx context.Context, s *activity.Store, names sourceNames, opts Options) error {
+	if opts.NearMisses == nil {
+		return nil
+	}
+	found, omitted, err := n.name(ctx, s, names)
+	if err != nil {
+		return err
+	}
+	opts.NearMisses(found, omitted)
+	return nil
+}
+
 // Name completes both calls of every candidate, loads their executions
 // and says what differs; candidates that are reads, or whose arguments
 // the log does not record, are dropped: nothing about them is worth a

@@ -161,19 +161,12 @@ func Rebuild(ctx context.Context, s *activity.Store, opts Options, t Touched) (R
 	if out.Kept, err = groupIDs(ctx, s, names, kept); err != nil {
 		return out, err
 	}
-	recs, err := loadGroupRecords(ctx, s, names, changed)
-	if err != nil {
-		return out, err
-	}
 	out.Fresh = make([]*Suspect, 0, len(changed))
-	for _, g := range changed {
-		sus, err := analyseLoaded(ctx, s, g, names, recs)
-		if err != nil {
-			return out, fmt.Errorf("suspect %s: %w", g.key, err)
-		}
+	err = analyseGroups(ctx, s, names, changed, func(sus *Suspect) error {
 		out.Fresh = append(out.Fresh, sus)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // groupChanged reports whether new records could have changed g: it

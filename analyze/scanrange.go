@@ -35,10 +35,7 @@ func scanRange(ctx context.Context, s *activity.Store, opts Options, fn func(*Su
 	}
 	seen := map[string]bool{}
 	var keys []string
-	near := opts.Finder
-	if near == nil {
-		near = NewNearMissFinder()
-	}
+	near := opts.finder()
 	var n int64
 	err = s.ScanCallKeysBetween(ctx, from, to, func(k *activity.CallKey) error {
 		if n++; opts.Progress != nil && n%8192 == 0 {
@@ -75,26 +72,9 @@ func scanRange(ctx context.Context, s *activity.Store, opts Options, fn func(*Su
 		return cmp.Compare(a.calls[0].Seq, b.calls[0].Seq)
 	})
 	for batch := range slices.Chunk(groups, 256) {
-		recs, err := loadGroupRecords(ctx, s, names, batch)
-		if err != nil {
+		if err := analyseGroups(ctx, s, names, batch, fn); err != nil {
 			return err
 		}
-		for _, g := range batch {
-			sus, err := analyseLoaded(ctx, s, g, names, recs)
-			if err != nil {
-				return fmt.Errorf("suspect %s: %w", g.key, err)
-			}
-			if err := fn(sus); err != nil {
-				return err
-			}
-		}
 	}
-	if opts.NearMisses != nil {
-		found, omitted, err := near.name(ctx, s, names)
-		if err != nil {
-			return err
-		}
-		opts.NearMisses(found, omitted)
-	}
-	return nil
+	return near.report(ctx, s, names, opts)
 }
