@@ -2,6 +2,7 @@ package gatewaylite_test
 
 import (
 	"context"
+	"fmt"
 	"database/sql"
 	"log/slog"
 	"net/http"
@@ -139,22 +140,36 @@ func mustConfig(t *testing.T, h *harness, extra string) *gatewaylite.Config {
 func TestInquiryDoesNotDeliver(t *testing.T) {
 	h := newHarness(t, "")
 	cs := h.connect(loopback.ProtocolStateless, false)
-	args := map[string]any{"service": "billing", "version": "8"}
-	hold := make(chan struct{})
-	h.target.SetHold(hold)
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		cs.CallTool(cctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: args})
-		close(done)
-	}()
-	waitFor(t, func() bool { return h.target.Total() == 1 }, "the target to act")
-	cancel()
-	<-done
-	h.target.SetHold(nil)
-	close(hold)
-	id := h.executions("deploy_release")[0].ID
-	h.waitState(id, activity.StateNotDelivered)
+	// A result not delivered: the agent gives up while the target acts.
+	// Under load the gateway can write the result before it sees the
+	// client go (the write into the socket succeeds, and is recorded
+	// delivered, truly), so the cut is tried again with another intent
+	// until one result is not delivered.
+	var id activity.ExecutionID
+	for try := 0; id == "" && try < 5; try++ {
+		args := map[string]any{"service": "billing", "version": fmt.Sprint(8 + try)}
+		hold := make(chan struct{})
+		h.target.SetHold(hold)
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			cs.CallTool(cctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: args})
+			close(done)
+		}()
+		waitFor(t, func() bool { return h.target.Total() == int64(try+1) }, "the target to act")
+		cancel()
+		<-done
+		h.target.SetHold(nil)
+		close(hold)
+		es := h.executions("deploy_release") // oldest first
+		e := es[len(es)-1]
+		if h.waitState(e.ID, activity.StateNotDelivered, activity.StateDelivered).State == activity.StateNotDelivered {
+			id = e.ID
+		}
+	}
+	if id == "" {
+		t.Fatal("every result was delivered although the agent had given up: 5 tries")
+	}
 	mustCall(t, cs, gatewaylite.ToolRequestVerification, map[string]any{"execution_id": string(id)}, nil)
 	time.Sleep(100 * time.Millisecond) // deliveries are recorded in the background
 	if e, _ := h.store.Execution(ctx, id); e.State != activity.StateNotDelivered {
