@@ -2,8 +2,8 @@ package gatewaylite_test
 
 import (
 	"context"
-	"fmt"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
