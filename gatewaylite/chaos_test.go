@@ -128,7 +128,15 @@ func gatewayFront(t *testing.T, targetProxyURL, targetURL string) chaosFront {
 	}
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
-	return chaosFront{url: srv.URL, store: store, finish: func() {}}
+	// The history is checked once the gateway is done: an agent that gave
+	// up leaves its call running there (the target's answer dropped, the
+	// gateway still waiting on it), and a dispatch whose outcome is not
+	// recorded yet counted as lost (seen once in CI under load).
+	finish := func() {
+		srv.Close() // returns once every request it served has ended
+		gw.Settle()
+	}
+	return chaosFront{url: srv.URL, store: store, finish: finish}
 }
 
 // passThroughFront is an MCP proxy that records nothing and retries
