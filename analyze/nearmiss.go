@@ -82,7 +82,7 @@ func (n *NearMissFinder) Follow(opts Options, calls []activity.CallKey, now time
 	settled := 0
 	for settled < len(n.pending) && !n.pending[settled].ReceivedAt.After(horizon) {
 		k := &n.pending[settled]
-		n.see(k, keyRef(k), windowOf(opts, k))
+		n.seeKey(opts, k)
 		settled++
 	}
 	n.pending = slices.Delete(n.pending, 0, settled)
@@ -101,10 +101,15 @@ func (n *NearMissFinder) Behind() bool { return n.behind }
 func FindNearMisses(ctx context.Context, s *activity.Store, opts Options) (*NearMissFinder, error) {
 	n := NewNearMissFinder()
 	err := s.ScanCallKeys(ctx, func(k *activity.CallKey) error {
-		n.see(k, keyRef(k), windowOf(opts, k))
+		n.seeKey(opts, k)
 		return nil
 	})
 	return n, err
+}
+
+// seeKey follows a call known by its key alone.
+func (n *NearMissFinder) seeKey(opts Options, k *activity.CallKey) {
+	n.see(k, keyRef(k), windowOf(opts, k))
 }
 
 func (n *NearMissFinder) see(r *activity.CallKey, c CallRef, window time.Duration) {

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -21,8 +20,8 @@ type Touched struct {
 	// list of executions to update in place).
 	Executions []activity.Execution
 	// Calls are the new calls that created or attached to an execution,
-	// by their keys, in the order they were received (for a near-miss
-	// finder to follow).
+	// by their keys, in log order (a near-miss finder orders what it
+	// follows itself).
 	Calls   []activity.CallKey
 	Runs    bool  // a run started or ended
 	Through int64 // the log size read through
@@ -93,12 +92,6 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 				EffectKey: e.EffectKey(), Window: e.Window, Tool: nc.c.Tool})
 		}
 	}
-	slices.SortFunc(t.Calls, func(a, b activity.CallKey) int {
-		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Seq, b.Seq)
-	})
 	return t, nil
 }
 

@@ -46,7 +46,7 @@ func scanRange(ctx context.Context, s *activity.Store, opts Options, fn func(*Su
 			keys = append(keys, k.EffectKey)
 		}
 		if opts.NearMisses != nil {
-			near.see(k, keyRef(k), windowOf(opts, k))
+			near.seeKey(opts, k)
 		}
 		return nil
 	})

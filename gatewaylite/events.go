@@ -46,11 +46,6 @@ func (e *sharedEvents) Open(ctx context.Context, session, stream string) error {
 	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 		actor = ti.UserID // none: no other replica will replay it
 	}
-	e.mu.Lock()
-	if _, ok := e.next[session+"\x00"+stream]; !ok {
-		e.next[session+"\x00"+stream] = 0
-	}
-	e.mu.Unlock()
 	return e.g.store.OpenStream(ctx, session, stream, actor, e.g.lease.ID)
 }
 

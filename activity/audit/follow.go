@@ -74,15 +74,11 @@ func (f *Follower) Advance(ctx context.Context) (*Report, error) {
 	// written after these records are read.
 	v.keepRootsFrom = max(f.fed, 1)
 	maps.DeleteFunc(v.recent, func(size int64, _ tlog.Hash) bool { return size <= v.keepRootsFrom })
-	// A long way behind (the first advance reads the whole log), a
-	// reader goroutine keeps a batch ahead of the hashing, as VerifyStore
-	// reads; the second's worth of records a live console follows is read
-	// directly (the batches' buffers would cost it more than they save).
-	size, err := f.s.LogSize(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if size-v.pos > 8*batchRows {
+	// The first advance reads the whole log: a reader goroutine keeps a
+	// batch ahead of the hashing, as VerifyStore reads. The second's worth
+	// of records a live console follows after it is read directly (the
+	// batches' buffers would cost it more than they save).
+	if v.pos == 0 {
 		err = scanBatches(ctx, f.s, v.pos, func(b *rowBatch) {
 			for i := range b.seqs {
 				v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
