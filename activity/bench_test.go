@@ -1,10 +1,15 @@
 package activity_test
 
 import (
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -80,14 +85,24 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "executions/s")
 }
 
-// BenchmarkGatewayCall writes what one gateway tools/call writes, in the
-// gateway's three commits: the call with accept, authorized and dispatched;
-// the outcome with its result; the delivery. It reports CPU time per call
-// (user+system, which the fsync wait does not count) beside the rate, as
-// the committer's CPU is what bounds the gateway's throughput.
+// BenchmarkGatewayCall writes what one gateway tools/call writes, as the
+// gateway writes it: the call with accept, authorized and dispatched,
+// waited on (the promise before dispatch); then the outcome with its
+// result and the delivery, queued (WriteAsync), as the gateway records
+// them behind its answer. From 1 and from 16 writers at once, with no
+// HTTP and no MCP: the store alone. Its calls/s at 16 writers is a
+// ceiling on the gateway's throughput at 16 clients, whatever its front
+// costs. It reports CPU time per call (user+system, which the fsync wait
+// does not count) beside the rate.
 //
 //	go test ./activity -run '^$' -bench GatewayCall -benchtime 2000x
 func BenchmarkGatewayCall(b *testing.B) {
+	for _, writers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchGatewayCall(b, writers) })
+	}
+}
+
+func benchGatewayCall(b *testing.B, writers int) {
 	s, _ := activitytest.Open(b, activity.Options{})
 	var run activity.Run
 	if _, err := s.Write(ctx, func(w *activity.Tx) error {
@@ -97,27 +112,22 @@ func BenchmarkGatewayCall(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	write := func(fn func(w *activity.Tx) error) {
-		if _, err := s.Write(ctx, fn); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu0 := activitytest.CPUTime()
-	b.ResetTimer()
-	for i := range b.N {
+	args := []byte(`{"service":"api","version":"1.2.3"}`)
+	call := func(i int64) (<-chan error, <-chan error, error) {
 		var e activity.Execution
-		write(func(w *activity.Tx) error {
-			fp := fmt.Sprintf("fp-%d", i)
+		if _, err := s.Write(ctx, func(w *activity.Tx) error {
+			// Fingerprints are HMACs: random, as the gateway's are.
+			fp := fmt.Sprintf("%x", sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i))))
 			if _, err := w.LatestMatch(fp, "agent:bench", "run"); err != nil {
 				return err
 			}
 			c, err := w.RecordCall(activity.Call{Actor: "agent:bench", Method: "tools/call", Tool: "deploy_release", RunID: run.ID,
-				Arguments: []byte(`{"service":"api","version":"1.2.3"}`), Disposition: activity.DispositionNewExecution})
+				Arguments: args, Disposition: activity.DispositionNewExecution})
 			if err != nil {
 				return err
 			}
 			e, err = w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:bench", Tool: "deploy_release", Channel: activity.ChannelHTTP,
-				Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", Arguments: []byte(`{"service":"api","version":"1.2.3"}`), IntentScope: "run"},
+				Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", Arguments: args, IntentScope: "run"},
 				Fingerprint: fp, RunID: run.ID, CreatedByCall: c.ID, Contract: activity.ContractRepeatableWithKey})
 			if err != nil {
 				return err
@@ -130,8 +140,10 @@ func BenchmarkGatewayCall(b *testing.B) {
 			}
 			e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched})
 			return err
-		})
-		write(func(w *activity.Tx) error {
+		}); err != nil {
+			return nil, nil, err
+		}
+		outcome := s.WriteAsync(ctx, func(w *activity.Tx) error {
 			ref, err := w.PutResult([]byte(`{"content":[{"type":"text","text":"ok"}]}`))
 			if err != nil {
 				return err
@@ -139,11 +151,40 @@ func BenchmarkGatewayCall(b *testing.B) {
 			_, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateSucceeded, TargetStatus: activity.Some(201), ResultRef: ref})
 			return err
 		})
-		write(func(w *activity.Tx) error {
+		delivered := s.WriteAsync(ctx, func(w *activity.Tx) error {
 			_, err := w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDelivered})
 			return err
 		})
+		return outcome, delivered, nil
 	}
+	var next atomic.Int64
+	var wg, queued sync.WaitGroup
+	cpu0 := activitytest.CPUTime()
+	b.ResetTimer()
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				outcome, delivered, err := call(i)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				// The writer goes on, as the agent has its answer; the
+				// queued writes are waited on aside.
+				queued.Add(1)
+				go func() {
+					defer queued.Done()
+					if err := errors.Join(<-outcome, <-delivered); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+		}()
+	}
+	wg.Wait()
+	queued.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
@@ -158,39 +199,20 @@ func BenchmarkGatewayCall(b *testing.B) {
 // commit writes: SQLite checksums and writes each, so a commit's CPU
 // grows with them.
 //
+// The bare commit runs twice: on a log that grows its file, and on one
+// restarted at the start of a file already that long (as the store's
+// RESTART reset leaves it), where the fsync need not commit the file's
+// new size too.
+//
 //	go test ./activity -run '^$' -bench DurableCommitFloor -benchtime 2000x
 func BenchmarkDurableCommitFloor(b *testing.B) {
-	b.Run("bare_one_row_commit", func(b *testing.B) {
-		path := filepath.Join(b.TempDir(), "floor.db")
-		dsn := "file:" + path +
-			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(0)"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			b.Fatal(err)
+	for _, overwrite := range []bool{false, true} {
+		name := "bare_one_row_commit/wal=growing"
+		if overwrite {
+			name = "bare_one_row_commit/wal=restarted"
 		}
-		defer db.Close()
-		db.SetMaxOpenConns(1)
-		if _, err := db.Exec(`CREATE TABLE t(seq INTEGER PRIMARY KEY, v BLOB NOT NULL) STRICT`); err != nil {
-			b.Fatal(err)
-		}
-		v := make([]byte, 400) // about one canonical call record
-		frames := walFrames(b, path+"-wal")
-		b.ResetTimer()
-		for i := range b.N {
-			tx, err := db.Begin()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := tx.Exec(`INSERT INTO t(seq, v) VALUES(?, ?)`, i, v); err != nil {
-				b.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				b.Fatal(err)
-			}
-			frames.commit()
-		}
-		frames.report()
-	})
+		b.Run(name, func(b *testing.B) { benchBareCommit(b, overwrite) })
+	}
 	b.Run("gateway_first_commit", func(b *testing.B) {
 		path := activitytest.SQLite.DB(b)
 		s, err := activity.Open(ctx, path, activity.Options{KeyDir: b.TempDir()})
@@ -240,44 +262,108 @@ func BenchmarkDurableCommitFloor(b *testing.B) {
 	})
 }
 
-// walCounter adds up a WAL file's growth commit by commit. The store
-// resets its WAL now and then (past 32 MiB), so a commit that finds the
-// file shorter counts only what it finds.
+// benchBareCommit is one one-row durable commit, on a growing log or on
+// one restarted over a file already written (overwrite).
+func benchBareCommit(b *testing.B, overwrite bool) {
+	path := filepath.Join(b.TempDir(), "floor.db")
+	dsn := "file:" + path +
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(0)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE t(seq INTEGER PRIMARY KEY, v BLOB NOT NULL) STRICT`); err != nil {
+		b.Fatal(err)
+	}
+	v := make([]byte, 400) // about one canonical call record
+	insert := func(i int) {
+		tx, err := db.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tx.Exec(`INSERT INTO t(seq, v) VALUES(?, ?)`, i, v); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if overwrite {
+		// Grow the file past what the run writes, then restart the log.
+		for i := range 2*b.N + 100 {
+			insert(-1 - i)
+		}
+		if _, err := db.Exec(`PRAGMA wal_checkpoint(RESTART)`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	frames := walFrames(b, path+"-wal")
+	b.ResetTimer()
+	for i := range b.N {
+		insert(i)
+		frames.commit()
+	}
+	frames.report()
+}
+
+// walCounter counts the frames commits add to a WAL. The store restarts
+// its log now and then (past 32 MiB) at the start of the same file, so
+// the file's size says nothing: the counter reads the frame headers past
+// the last one it saw, and a log restarted (a new salt in the WAL header)
+// is counted again from its first frame.
 type walCounter struct {
-	b         *testing.B
-	path      string
-	last, sum int64
-	commits   int
+	b       *testing.B
+	path    string
+	salt    [8]byte
+	next    int64 // offset of the next frame to read
+	frames  int64
+	commits int
 }
 
 func walFrames(b *testing.B, path string) *walCounter {
 	c := &walCounter{b: b, path: path}
-	c.last = c.size()
+	c.count()
+	c.frames = 0
 	return c
 }
 
-func (c *walCounter) size() int64 {
-	st, err := os.Stat(c.path)
+// count adds the frames written since the last count.
+func (c *walCounter) count() {
+	f, err := os.Open(c.path)
 	if err != nil {
-		return 0 // not created yet, or just truncated
+		return // not created yet
 	}
-	return st.Size()
+	defer f.Close()
+	var hdr [32]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return
+	}
+	page := int64(binary.BigEndian.Uint32(hdr[8:]))
+	if [8]byte(hdr[16:24]) != c.salt {
+		c.salt, c.next = [8]byte(hdr[16:24]), 32
+	}
+	var fh [24]byte
+	for {
+		if _, err := f.ReadAt(fh[:], c.next); err != nil || [8]byte(fh[8:16]) != c.salt {
+			return // the end of this log; past it, an older log's frames
+		}
+		c.frames++
+		c.next += 24 + page
+	}
 }
 
 func (c *walCounter) commit() {
-	n := c.size()
-	if n < c.last {
-		c.last = 32 // a reset WAL starts again after its header
-	}
-	c.sum += n - c.last
-	c.last = n
+	c.b.StopTimer()
+	c.count()
 	c.commits++
+	c.b.StartTimer()
 }
 
-// report gives frames per commit: each frame is a page and its 24-byte
-// header.
+// report gives frames (pages) per commit.
 func (c *walCounter) report() {
 	if c.commits > 0 {
-		c.b.ReportMetric(float64(c.sum)/float64(activity.DefaultPageSize+24)/float64(c.commits), "wal-pages/commit")
+		c.b.ReportMetric(float64(c.frames)/float64(c.commits), "wal-pages/commit")
 	}
 }

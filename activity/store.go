@@ -121,6 +121,7 @@ type Store struct {
 	rstmts    sync.Map // query → *sql.Stmt on the reader pool
 	proven    sync.Map // seq → provenLeaf: records proven into the signed log
 	rootCache sync.Map // checkpoint note → signedTree whose signature verified
+	witness   witnessTail
 	edgeMu    sync.Mutex
 	edge      Edge  // tree edge after this process's last commit
 	edgeSize  int64 // log size edge describes; -1: none
@@ -133,6 +134,7 @@ type Store struct {
 	committer sync.WaitGroup
 	// walReset asks the committer to reset the WAL (checkpointStep).
 	walReset  atomic.Bool
+	pageBytes atomic.Int64 // the database's page size, once read
 	stopped   sync.WaitGroup
 	recovered int64        // records Open sealed for an earlier writer
 	sig       commitSignal // wakes Committed's waiters
@@ -361,30 +363,56 @@ func (s *Store) checkpointLoop() {
 // a generator. So past the limit it asks the committer to reset the WAL
 // between two commits (resetWAL): a checkpointer of its own would have to
 // win the write lock from a busy committer, and rarely did.
+//
+// The limit is on the frames the log holds, not on the file's size: a
+// reset restarts the log at the file's start and keeps the file, so
+// later commits overwrite blocks the file already has, and a commit's
+// fsync then need not also commit the file's growth (0.33 against
+// 0.64 ms here, measured by BenchmarkWALOverwrite).
 func (s *Store) checkpointStep() {
-	s.checkpointWAL("PASSIVE")
+	frames := s.checkpointWAL("PASSIVE")
 	limit := s.opts.WALLimit
 	if limit <= 0 {
 		limit = DefaultWALLimit
 	}
-	if st, err := os.Stat(s.path + "-wal"); err == nil && st.Size() > limit {
+	if frames*(s.pageSize()+walFrameHeader) > limit {
 		s.walReset.Store(true)
 	}
 }
 
+// walFrameHeader is the bytes SQLite's WAL adds to each page it holds.
+const walFrameHeader = 24
+
+// pageSize is the database's page size, read once.
+func (s *Store) pageSize() int64 {
+	if n := s.pageBytes.Load(); n > 0 {
+		return n
+	}
+	var n int64
+	if err := s.ckpt.QueryRow("PRAGMA page_size").Scan(&n); err != nil || n <= 0 {
+		return int64(DefaultPageSize)
+	}
+	s.pageBytes.Store(n)
+	return n
+}
+
 // resetWAL runs on the committer, between commits, when checkpointStep
-// asked: a TRUNCATE checkpoint that copies what PASSIVE left (little) and
-// restarts the log, waiting at most walResetWait for readers to let go of
-// it. One that cannot is asked for again at the next step, so a long read
-// costs the writer one short wait a second, not one per commit.
+// asked: a RESTART checkpoint that copies what PASSIVE left (little) and
+// restarts the log at the start of its file, waiting at most
+// walResetWait for readers to let go of it. One that cannot is asked for
+// again at the next step, so a long read costs the writer one short wait
+// a second, not one per commit. (journal_size_limit trims a file grown
+// past it when the log restarts.)
 func (s *Store) resetWAL() {
 	if !s.walReset.Swap(false) {
 		return
 	}
-	s.resetWALOn(s.w)
+	s.resetWALOn(s.w, "RESTART")
 }
 
-func (s *Store) resetWALOn(db *sql.DB) {
+// resetWALOn runs a checkpoint in mode (RESTART, or TRUNCATE on close to
+// leave an empty file) on db, waiting at most walResetWait for readers.
+func (s *Store) resetWALOn(db *sql.DB, mode string) {
 	ctx := context.Background()
 	c, err := db.Conn(ctx)
 	if err != nil {
@@ -394,15 +422,19 @@ func (s *Store) resetWALOn(db *sql.DB) {
 	if _, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", walResetWait.Milliseconds())); err != nil {
 		return
 	}
-	c.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // busy: asked again at the next step
+	c.ExecContext(ctx, "PRAGMA wal_checkpoint("+mode+")") // busy: asked again at the next step
 	c.ExecContext(ctx, "PRAGMA busy_timeout = 10000")
 }
 
-func (s *Store) checkpointWAL(mode string) {
-	if _, err := s.ckpt.Exec("PRAGMA wal_checkpoint(" + mode + ")"); err != nil {
+// checkpointWAL runs a checkpoint in mode and returns how many frames the
+// log holds.
+func (s *Store) checkpointWAL(mode string) (frames int64) {
+	var busy, log, copied int64
+	if err := s.ckpt.QueryRow("PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &log, &copied); err != nil {
 		// Not fatal: the WAL keeps the data; the next attempt copies it.
-		return
+		return 0
 	}
+	return log
 }
 
 func (s *Store) closePools() {
@@ -570,7 +602,7 @@ func (s *Store) Close() error {
 			// writer's to checkpoint.
 			if !s.pg {
 				s.walReset.Store(true)
-				s.resetWALOn(s.ckpt)
+				s.resetWALOn(s.ckpt, "TRUNCATE")
 			}
 		}
 		s.closePools()
