@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Write runs fn in a transaction and commits it durably before returning:
@@ -46,7 +47,7 @@ func (s *Store) WriteAsync(ctx context.Context, fn func(w *Tx) error) <-chan err
 	out := make(chan error, 1)
 	// Once queued it is committed whatever becomes of ctx (an HTTP
 	// request ends as soon as its answer is written).
-	req := &writeReq{ctx: context.WithoutCancel(ctx), fn: fn, done: make(chan writeResult, 1)}
+	req := &writeReq{ctx: context.WithoutCancel(ctx), fn: fn, lazy: true, done: make(chan writeResult, 1)}
 	if err := s.enqueue(ctx, req); err != nil {
 		out <- err
 		return out
@@ -106,6 +107,7 @@ type writeReq struct {
 	ctx  context.Context
 	fn   func(*Tx) error
 	bulk bool // WriteBulk: committed alone
+	lazy bool // WriteAsync: no caller waits on it
 	done chan writeResult
 }
 
@@ -135,22 +137,73 @@ func (s *Store) commitLoop() {
 			}
 		}
 		batch := []*writeReq{first}
-	drain:
-		for !first.bulk && len(batch) < maxBatch {
-			select {
-			case req := <-s.writes:
-				if req.bulk {
-					next = req
-					break drain
-				}
-				batch = append(batch, req)
-			default:
-				break drain
+		if !first.bulk {
+			batch, next = s.drain(batch)
+			if next == nil && lazyOnly(batch) {
+				batch, next = s.linger(batch)
 			}
 		}
 		s.commitBatch(batch)
 		s.resetWAL()
 	}
+}
+
+// drain adds to batch the writes already waiting, up to maxBatch; a bulk
+// write met on the way is returned to go alone, next.
+func (s *Store) drain(batch []*writeReq) ([]*writeReq, *writeReq) {
+	for len(batch) < maxBatch {
+		select {
+		case req := <-s.writes:
+			if req.bulk {
+				return batch, req
+			}
+			batch = append(batch, req)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// lazyLinger is how long a batch no caller waits on (outcomes queued
+// behind their answers) waits for a write someone does wait on. An agent
+// that got its answer sends its next call about then, and the two share
+// one fsync instead of the next call's first write waiting behind the
+// outcome's own.
+const lazyLinger = 2 * time.Millisecond
+
+// linger waits up to lazyLinger for a write a caller waits on, then adds
+// it and whatever else is waiting to the batch.
+func (s *Store) linger(batch []*writeReq) ([]*writeReq, *writeReq) {
+	t := time.NewTimer(lazyLinger)
+	defer t.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case req := <-s.writes:
+			if req.bulk {
+				return batch, req
+			}
+			batch = append(batch, req)
+			if !req.lazy {
+				return s.drain(batch)
+			}
+		case <-t.C:
+			return batch, nil
+		case <-s.closing:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// lazyOnly reports whether no caller waits on any write of batch.
+func lazyOnly(batch []*writeReq) bool {
+	for _, req := range batch {
+		if !req.lazy {
+			return false
+		}
+	}
+	return true
 }
 
 // commitRemaining commits, one by one, the writes still waiting when the
@@ -240,7 +293,7 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 	// transaction is rolled back. Savepoints copy every page they touch.
 	sp := fmt.Sprintf("w%d", i)
 	if !alone {
-		if _, err := tx.Exec("SAVEPOINT " + sp); err != nil {
+		if err := s.execIn(tx, "SAVEPOINT "+sp); err != nil {
 			return writeResult{err: fmt.Errorf("savepoint: %w", err)}
 		}
 	}
@@ -267,7 +320,7 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 		return writeResult{err: err}
 	}
 	if !alone {
-		if _, err := tx.Exec("RELEASE " + sp); err != nil {
+		if err := s.execIn(tx, "RELEASE "+sp); err != nil {
 			return writeResult{err: fmt.Errorf("release savepoint: %w", err)}
 		}
 	}
@@ -277,6 +330,20 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 		chain.records = append(chain.records, w.records[0])
 	}
 	return writeResult{records: w.records, resolved: w.resolved}
+}
+
+// execIn runs a statement of the committer's own (a savepoint's) in tx,
+// prepared once on SQLite: a batch of sixteen writes runs 32 of them,
+// and parsing each cost more than running it.
+func (s *Store) execIn(tx *sql.Tx, query string) error {
+	if !s.pg {
+		if stmt := s.prepared(query); stmt != nil {
+			_, err := tx.Stmt(stmt).Exec()
+			return err
+		}
+	}
+	_, err := tx.Exec(query)
+	return err
 }
 
 // decided reports whether a batch carries an operator's decision.

@@ -160,7 +160,7 @@ func (s *Store) signedRoot(ctx context.Context) (int64, tlog.Hash, error) {
 	// witnessed, so one witnessed now is in any read of the database that
 	// starts later. Read the other way round, a seal between the two
 	// reads looked like a removed checkpoint, and a live call was refused.
-	w, err := ReadWitness(s.WitnessPath())
+	w, err := s.witness.read(s.WitnessPath())
 	if err != nil {
 		return 0, tlog.Hash{}, err
 	}
@@ -234,12 +234,7 @@ func (w *Tx) VaultLocked() (bool, string, error) {
 // lastVaultRecord is the newest vault event of this database (not one
 // imported from another log), proven.
 func (w *Tx) lastVaultRecord() (*VaultEvent, int64, error) {
-	if w.ins != nil {
-		if err := w.ins.sync(); err != nil {
-			return nil, 0, err
-		}
-	}
-	rows, err := w.tx.QueryContext(w.ctx, `SELECT seq, canonical FROM audit_log WHERE kind = 'vault' ORDER BY seq DESC`)
+	rows, err := w.query(`SELECT seq, canonical FROM audit_log WHERE kind = 'vault' ORDER BY seq DESC`)
 	if err != nil {
 		return nil, 0, err
 	}

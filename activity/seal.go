@@ -1,7 +1,6 @@
 package activity
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -122,36 +121,6 @@ type WitnessLine struct {
 	Checkpoint string `json:"checkpoint"`
 }
 
-// ReadWitness returns the newest checkpoint a witness file holds (the
-// zero line when there is none or no file). Lines a crash cut short are
-// passed over.
-func ReadWitness(path string) (WitnessLine, error) {
-	var newest WitnessLine
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return newest, nil
-	}
-	if err != nil {
-		return newest, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var w WitnessLine
-		if json.Unmarshal(sc.Bytes(), &w) != nil {
-			continue
-		}
-		if w.Size >= newest.Size {
-			newest = w
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return newest, fmt.Errorf("%s: %w", path, err)
-	}
-	return newest, nil
-}
-
 // checkWitnessed refuses a newest checkpoint older than w, the newest
 // this host witnessed (read before the database was): the database's
 // later checkpoints were removed, and a proof or a seal over what they
@@ -215,7 +184,7 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 	// Under the write lock no checkpoint commits meanwhile, and every
 	// witnessed one was committed first: here the two reads' order does
 	// not matter.
-	w, err := ReadWitness(s.WitnessPath())
+	w, err := s.witness.read(s.WitnessPath())
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -139,6 +139,23 @@ func (w *Tx) queryRow(query string, args ...any) *sql.Row {
 	return w.tx.QueryRowContext(w.ctx, query, args...)
 }
 
+// query runs a query returning rows, after any inserts queued before it,
+// through the writer's prepared statement once there is one.
+func (w *Tx) query(query string, args ...any) (*sql.Rows, error) {
+	if w.ins != nil {
+		if err := w.ins.sync(); err != nil {
+			return nil, err
+		}
+	}
+	if stmt := w.txStmt(query); stmt != nil {
+		return stmt.QueryContext(w.ctx, args...)
+	}
+	if stmt := w.s.prepared(query); stmt != nil {
+		return w.tx.StmtContext(w.ctx, stmt).QueryContext(w.ctx, args...)
+	}
+	return w.tx.QueryContext(w.ctx, query, args...)
+}
+
 // txStmt returns, for a bulk writer, query prepared on its transaction:
 // one import is one long transaction, and re-parsing SQL for every record
 // would cost more than the inserts. Others get nil.
