@@ -14,6 +14,9 @@ import (
 
 // append adds one record to the log: chain link, leaf and tree hashes.
 func (w *Tx) append(kind Kind, data any) (Record, error) {
+	if kind == KindVault {
+		w.vaultMoved, w.vaultState = true, nil
+	}
 	if !w.loaded {
 		if err := w.loadHead(); err != nil {
 			return Record{}, err

@@ -228,6 +228,16 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		}
 	}
 	bg := context.Background()
+	cached := !s.pg && !batch[0].bulk // a bulk write goes alone
+	if !cached {
+		s.wc.drop()
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			s.wc.drop() // what it staged, and what it may have changed
+		}
+	}()
 	tx, err := s.w.BeginTx(bg, nil)
 	if err != nil {
 		for i := range results {
@@ -245,6 +255,10 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		return
 	}
 	chain := &Tx{s: s, tx: tx, ctx: bg} // carries head, next and edge between requests
+	if cached {
+		s.wc.begin(s, tx)
+		chain.shared = &s.wc
+	}
 	kept := 0
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
@@ -278,6 +292,10 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			answer()
 			return
 		}
+		committed = true
+		if cached {
+			s.wc.commit(s)
+		}
 		s.afterCommit(chain)
 		if decided(results) {
 			s.signal()
@@ -301,7 +319,7 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 	// interrupted write by rolling back the whole transaction, which here
 	// holds other callers' writes too.
 	w := &Tx{s: s, tx: tx, ctx: context.WithoutCancel(req.ctx), now: s.opts.Now().UTC(),
-		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded}
+		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded, shared: chain.shared}
 	err := req.fn(w)
 	if err == nil {
 		err = w.Sync()
@@ -325,6 +343,9 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 		}
 	}
 	chain.head, chain.next, chain.edge, chain.loaded = w.head, w.next, w.edge, w.loaded
+	if w.shared != nil {
+		w.shared.stage(w)
+	}
 	chain.runs = append(chain.runs, w.runs...)
 	if len(w.records) > 0 {
 		chain.records = append(chain.records, w.records[0])

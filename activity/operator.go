@@ -61,11 +61,16 @@ func (w *Tx) SetVault(locked bool, operator, reason string) error {
 		return errors.New("vault: operator is required")
 	}
 	ev := VaultEvent{Locked: locked, Operator: operator, Reason: reason, At: w.now}
-	if _, err := w.append(KindVault, ev); err != nil {
+	rec, err := w.append(KindVault, ev)
+	if err != nil {
 		return err
 	}
 	w.resolved = true
-	return w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, vaultValue(ev))
+	if err := w.exec(`INSERT INTO meta(key, value) VALUES ('vault', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, vaultValue(ev)); err != nil {
+		return err
+	}
+	w.vaultState = &vaultState{locked: locked, reason: vaultValue(ev), seq: rec.Seq} // what VaultLocked reads from now on
+	return nil
 }
 
 // RequestApproval records a pending approval and returns it.

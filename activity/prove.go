@@ -210,6 +210,24 @@ type signedTree struct {
 // as the newest vault record of this database says, proven; the meta row
 // must agree with it.
 func (w *Tx) VaultLocked() (bool, string, error) {
+	if w.vaultMoved {
+		if st := w.vaultState; st != nil {
+			return st.locked, st.reason, nil // what this request set
+		}
+	} else if w.shared != nil {
+		if st := w.shared.vaultLocked(); st != nil {
+			return st.locked, st.reason, nil
+		}
+	}
+	locked, reason, err := w.vaultLocked()
+	if err == nil && !w.vaultMoved {
+		w.vaultState = &vaultState{locked: locked, reason: reason}
+	}
+	return locked, reason, err
+}
+
+// vaultLocked reads the vault's state and proves it.
+func (w *Tx) vaultLocked() (bool, string, error) {
 	var v string
 	err := w.queryRow(`SELECT value FROM meta WHERE key = 'vault'`).Scan(&v)
 	hasRow := err == nil

@@ -50,6 +50,12 @@ type Tx struct {
 	// anything reads their table, and at the end of the request).
 	logRows, transitionRows, callRows, execRows rows
 	ins                                         *inserter // bulk: runs the batched inserts
+	// shared is the committer's cache (writercache.go), or nil (PostgreSQL,
+	// bulk). vaultState is the vault state this request proved or set;
+	// vaultMoved, that it appended a vault record.
+	shared     *writerCache
+	vaultState *vaultState
+	vaultMoved bool
 }
 
 // Appended is how many records this writer has appended.

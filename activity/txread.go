@@ -71,6 +71,12 @@ func (w *Tx) Execution(id ExecutionID) (Execution, error) {
 	if ent, ok := w.execs[id]; ok {
 		return ent.e, nil
 	}
+	if w.shared != nil {
+		if e, ok := w.shared.execution(id); ok {
+			w.cache(e, false, 0)
+			return e, nil
+		}
+	}
 	e, err := scanExecution(w.queryRow(executionSelect+` WHERE id = ?`, string(id)), id)
 	if err == nil {
 		w.cache(e, false, 0)

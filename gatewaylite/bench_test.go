@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/internal/gctune"
@@ -29,8 +30,11 @@ import (
 //	gateway:      MCP through the gateway (fingerprint, durable lifecycle)
 //
 // at 1 and 16 concurrent clients, each call a new intent (the full path:
-// accept, dispatch, outcome, delivery). It reports p50/p99 latency and
-// calls/s; compare the gateway's p50 with the others' for its overhead.
+// accept, dispatch, outcome, delivery). It reports p50/p99 latency,
+// calls/s and the process's CPU time per call (clients, proxy or gateway
+// and target alike, as all share this process and its two cores); compare
+// the gateway's p50 with the others' for its overhead, and its CPU per
+// call for the throughput two cores can give it.
 //
 //	go test ./gatewaylite -run '^$' -bench ToolsCall -benchtime 2000x
 func BenchmarkToolsCall(b *testing.B) {
@@ -116,6 +120,7 @@ func measureCalls(b *testing.B, fns []func(context.Context) error) {
 	lat := make([]time.Duration, 0, b.N)
 	var mu sync.Mutex
 	var next atomic.Int64
+	cpu0 := activitytest.CPUTime()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, fn := range fns {
@@ -144,4 +149,5 @@ func measureCalls(b *testing.B, fns []func(context.Context) error) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
 }
