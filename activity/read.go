@@ -618,6 +618,41 @@ func (s *Store) ScanCallKeysOfEffect(ctx context.Context, key string, fn func(*C
 		[]any{key}, fn)
 }
 
+// ScanCallKeysOfEffectFrom is ScanCallKeysOfEffect for the calls
+// received at or after from, of the effect's executions accepted at or
+// after record fromSeq: the index is ranged by the accepting record, so
+// the last window of an effect called all day is read without its
+// history.
+func (s *Store) ScanCallKeysOfEffectFrom(ctx context.Context, key string, fromSeq int64, from time.Time, fn func(*CallKey) error) error {
+	return s.scanCallKeys(ctx, callKeySelect+`FROM executions e JOIN calls c ON c.execution_id = e.id
+		WHERE e.effect_key = ? AND e.seq >= ? AND c.received_at >= ? ORDER BY c.received_at, c.seq`,
+		[]any{key, fromSeq, from.UTC().Format(TimeFormat)}, fn)
+}
+
+// FirstCallsReceived returns when the first call of each execution was
+// received (executions without a call are left out).
+func (s *Store) FirstCallsReceived(ctx context.Context, ids []ExecutionID) (map[ExecutionID]time.Time, error) {
+	in, args := inList(ids)
+	rows, err := s.query(ctx, `SELECT execution_id, MIN(received_at) FROM calls WHERE execution_id IN `+in+` GROUP BY execution_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read first calls: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[ExecutionID]time.Time, len(ids))
+	for rows.Next() {
+		var id, received string
+		if err := rows.Scan(&id, &received); err != nil {
+			return nil, fmt.Errorf("read first calls: %w", err)
+		}
+		t, err := parseTime(received)
+		if err != nil {
+			return nil, fmt.Errorf("execution %s: first call: received_at: %w", id, err)
+		}
+		out[ExecutionID(id)] = t
+	}
+	return out, rows.Err()
+}
+
 // ScanCallKeysBetween is ScanCallKeys for the calls received from one
 // time to another (both included), through the received_at index.
 func (s *Store) ScanCallKeysBetween(ctx context.Context, from, to time.Time, fn func(*CallKey) error) error {

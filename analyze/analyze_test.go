@@ -437,7 +437,15 @@ func TestRebuildOfAHotEffectAnalysesItsLastGroup(t *testing.T) {
 // changed and those of effects they did not touch.
 func mergedMatchesScan(t *testing.T, s *activity.Store, before []*analyze.Suspect, touched analyze.Touched) (rebuilt analyze.Rebuilt, changed, untouched int) {
 	t.Helper()
-	rebuilt, err := analyze.Rebuild(ctx, s, analyze.Options{}, touched)
+	rebuilt, _, changed, untouched = rebuildMatchesScan(t, s, analyze.Options{}, before, touched)
+	return rebuilt, changed, untouched
+}
+
+// rebuildMatchesScan is mergedMatchesScan with opts (EffectCuts, say); it
+// also returns the merged suspects, which a scan finds.
+func rebuildMatchesScan(t *testing.T, s *activity.Store, opts analyze.Options, before []*analyze.Suspect, touched analyze.Touched) (rebuilt analyze.Rebuilt, after []*analyze.Suspect, changed, untouched int) {
+	t.Helper()
+	rebuilt, err := analyze.Rebuild(ctx, s, opts, touched)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +472,7 @@ func mergedMatchesScan(t *testing.T, s *activity.Store, before []*analyze.Suspec
 		}
 		merged[sus.ID] = mustJSON(t, sus)
 	}
-	after, err := analyze.All(ctx, s, analyze.Options{})
+	after, err = analyze.All(ctx, s, analyze.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +487,7 @@ func mergedMatchesScan(t *testing.T, s *activity.Store, before []*analyze.Suspec
 			changed++
 		}
 	}
-	return rebuilt, changed, untouched
+	return rebuilt, after, changed, untouched
 }
 
 // TestNearMissFinderFollowsNewCalls holds live mode's near misses to a
@@ -674,4 +682,140 @@ func nearCall(t *testing.T, s *activity.Store, tool, svc string, at time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRebuildFromTheLastGroupEqualsScan holds the console's rebuilds with
+// EffectCuts to a scan over rounds of what live records can do to an
+// effect called all day: a call joining its last group, one opening a
+// new group, a retry attached to an old execution, an older log imported
+// with a call before them all, an approval asked about an old execution,
+// other effects' calls. After each round the suspects equal a
+// scan's byte for byte, and a round that only adds to the last group
+// reads that group's calls, not the effect's history.
+func TestRebuildFromTheLastGroupEqualsScan(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	from := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	if err := activitytest.FillHot(ctx, s, "hot", from, 120, 25*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := activitytest.FillHot(ctx, s, "warm", from, 30, 50*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := analyze.Options{Cuts: analyze.NewEffectCuts()}
+	end := from.Add(119 * 25 * time.Minute) // the hot effect's last call
+	hotExecs := func() []activity.ExecutionID {
+		var ids []activity.ExecutionID
+		for _, sus := range before {
+			if strings.Contains(sus.Tool, "deploy") && len(ids) < 3 {
+				for _, c := range sus.Calls {
+					ids = append(ids, c.ExecutionID)
+				}
+			}
+		}
+		return ids
+	}
+	rounds := []struct {
+		name     string
+		add      func() error
+		tailOnly bool // reads the last group, not the history
+	}{
+		{"the first refresh reads it whole", func() error {
+			end = end.Add(10 * time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, false},
+		{"a call joins the last group", func() error {
+			end = end.Add(10 * time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"another", func() error {
+			end = end.Add(5 * time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"a call opens a new group", func() error {
+			end = end.Add(3 * time.Hour)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"two calls in it", func() error {
+			end = end.Add(time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 2, time.Minute)
+		}, true},
+		{"another effect's first calls since the load", func() error { return activitytest.FillHot(ctx, s, "warm", end.Add(time.Hour), 3, 10*time.Minute) }, false},
+		{"and its next", func() error { return activitytest.FillHot(ctx, s, "warm", end.Add(2*time.Hour), 1, time.Minute) }, true},
+		{"a retry attached to an old execution", func() error {
+			_, err := s.Write(ctx, func(w *activity.Tx) error {
+				end = end.Add(time.Minute)
+				_, err := w.RecordCall(activity.Call{Actor: "agent:bulk", Method: "tools/call", Tool: "deploy_release", ReceivedAt: end,
+					Arguments: []byte(`{"service":"hot"}`), Disposition: activity.DispositionAttached, ExecutionID: hotExecs()[0]})
+				return err
+			})
+			return err
+		}, false},
+		// Its last group now holds a call of an old execution: read from
+		// that execution's acceptance on, the last group's calls alone.
+		{"a call after it", func() error {
+			end = end.Add(2 * time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"an older log with a call before them all", func() error {
+			return activitytest.FillHot(ctx, s, "hot", from.Add(-30*time.Minute), 1, time.Minute)
+		}, false},
+		{"a call at the end again", func() error {
+			end = end.Add(4 * time.Hour)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"and one more", func() error {
+			end = end.Add(time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+		{"an approval asked about an old execution", func() error {
+			_, err := s.Write(ctx, func(w *activity.Tx) error {
+				_, err := w.RequestApproval(activity.Approval{Kind: activity.ApprovalPerUse, ExecutionID: hotExecs()[1], Actor: "agent:bulk",
+					Tool: "deploy_release", Summary: "asked late"})
+				return err
+			})
+			return err
+		}, false},
+		{"a call at the end once more", func() error {
+			end = end.Add(time.Minute)
+			return activitytest.FillHot(ctx, s, "hot", end, 1, time.Minute)
+		}, true},
+	}
+	total := 0
+	for _, r := range rounds {
+		size, _ := s.LogSize(ctx)
+		if err := r.add(); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		touched, err := analyze.TouchedSince(ctx, s, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rebuilt analyze.Rebuilt
+		rebuilt, before, _, _ = rebuildMatchesScan(t, s, opts, before, touched)
+		if total, err = callsOf(s, touched.Keys); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d suspects, %d kept, %d analysed, %d of the touched effects' %d calls read", r.name, len(before), len(rebuilt.Kept), len(rebuilt.Fresh), rebuilt.Read, total)
+		if r.tailOnly && rebuilt.Read*4 > total {
+			t.Fatalf("%s: read %d of the touched effects' %d calls: more than their last groups", r.name, rebuilt.Read, total)
+		}
+		if !r.tailOnly && rebuilt.Read < total {
+			t.Fatalf("%s: read %d of the touched effects' %d calls: this round must read them whole", r.name, rebuilt.Read, total)
+		}
+	}
+}
+
+// callsOf counts the calls of the effects keys.
+func callsOf(s *activity.Store, keys []string) (int, error) {
+	n := 0
+	for _, k := range keys {
+		if err := s.ScanCallKeysOfEffect(ctx, k, func(*activity.CallKey) error { n++; return nil }); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }

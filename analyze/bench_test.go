@@ -1,7 +1,9 @@
 package analyze_test
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -269,6 +271,76 @@ func BenchmarkAnalyzeFloor(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/op")
 			b.ReportMetric((activitytest.CPUTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
 			b.ReportMetric(float64(n), "rows")
+		})
+	}
+}
+
+// BenchmarkRebuildHotEffect times the console's live step for one effect
+// called all day: a new call arrives, and Rebuild brings that effect's
+// suspects up to date. The effect has 1,000, 10,000 and 100,000 calls a
+// minute apart (window an hour: a suspect every 61 calls), side by
+// side; Rebuild analyses only the last group again, but it reads every
+// call of the effect by its key to cut the windows, and names every
+// suspect it keeps: without EffectCuts (-analyze.cuts=false) its time
+// grows with the effect's history; with them (the console's) each reads
+// from the effect's last group on. The first rebuild (reading the effect
+// whole either way) is not timed.
+//
+//	go test ./analyze -run '^$' -bench RebuildHotEffect -benchtime 5x
+var benchCuts = flag.Bool("analyze.cuts", true, "BenchmarkRebuildHotEffect: rebuild with EffectCuts, as the console does")
+
+func BenchmarkRebuildHotEffect(b *testing.B) {
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, calls := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
+			path, keys := activitytest.Cached(b, fmt.Sprintf("hot-%d", calls), func(ctx context.Context, s *activity.Store) error {
+				return activitytest.FillHot(ctx, s, "hot", from, calls, time.Minute)
+			})
+			dir := b.TempDir()
+			activitytest.CopyFile(b, path, filepath.Join(dir, "hot.db"))
+			s, err := activity.Open(ctx, filepath.Join(dir, "hot.db"), activity.Options{KeyDir: keys})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			next := from.Add(time.Duration(calls) * time.Minute)
+			opts := analyze.Options{}
+			if *benchCuts {
+				opts.Cuts = analyze.NewEffectCuts() // as the console: the first rebuild reads the effect whole
+			}
+			var kept, fresh, read int
+			// One call arrives, then the rebuild (timed).
+			step := func() {
+				b.StopTimer()
+				size, err := s.LogSize(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := activitytest.FillHot(ctx, s, "hot", next, 1, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				next = next.Add(time.Minute)
+				touched, err := analyze.TouchedSince(ctx, s, size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				rebuilt, err := analyze.Rebuild(ctx, s, opts, touched)
+				if err != nil {
+					b.Fatal(err)
+				}
+				kept, fresh, read = len(rebuilt.Kept), len(rebuilt.Fresh), rebuilt.Read
+			}
+			step() // the console's first refresh, which reads the effect whole
+			b.ResetTimer()
+			for range b.N {
+				step()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/rebuild")
+			b.ReportMetric(float64(kept), "kept")
+			b.ReportMetric(float64(fresh), "fresh")
+			b.ReportMetric(float64(read), "calls-read")
 		})
 	}
 }

@@ -30,6 +30,10 @@ type Options struct {
 	// Finder, if set with NearMisses, is the near-miss finder the scan
 	// feeds, for a caller that goes on feeding it new calls.
 	Finder *NearMissFinder
+	// Cuts, if set, lets Rebuild read each effect from its last group on
+	// (EffectCuts), for a caller that rebuilds the same effects again and
+	// again (the live console).
+	Cuts *EffectCuts
 	// From and To, if either is set, keep the suspects whose first call
 	// was received between them (both included; zero: no bound), found
 	// without reading the rest of the log. Near misses are then those

@@ -102,6 +102,7 @@ func TouchedSince(ctx context.Context, s *activity.Store, since int64) (Touched,
 type Rebuilt struct {
 	Fresh []*Suspect
 	Kept  []string
+	Read  int // calls read by their keys to cut the windows
 }
 
 // Rebuild brings the suspects of the effects t touched up to date: each
@@ -111,8 +112,9 @@ type Rebuilt struct {
 // or a new call was received before its window ended (a new call changes
 // no group whose window closed before it; the windows before it are cut
 // the same). An effect called all day thus costs the analysis of its last
-// group, not of its whole history. Kept and Fresh together are exactly
-// Scan's suspects for those keys.
+// group, not of its whole history; with opts.Cuts, reading its calls
+// costs its last group too (EffectCuts). Kept and Fresh together are
+// exactly Scan's suspects for those keys.
 func Rebuild(ctx context.Context, s *activity.Store, opts Options, t Touched) (Rebuilt, error) {
 	var out Rebuilt
 	names, err := loadSourceNames(ctx, s)
@@ -126,40 +128,101 @@ func Rebuild(ctx context.Context, s *activity.Store, opts Options, t Touched) (R
 	// Every group first, then their records in one batch (as Scan reads
 	// them), not three queries per group.
 	var changed, kept []*group
+	effects := make([]rebuiltEffect, 0, len(t.Keys))
 	for _, key := range t.Keys {
-		var groups []*group
-		var firstNew time.Time // the earliest new call of this key
-		err := effectGroups(ctx, s, opts, key, func(g *group) error {
-			for _, c := range g.calls {
-				if c.Seq >= t.Since && (firstNew.IsZero() || c.ReceivedAt.Before(firstNew)) {
-					firstNew = c.ReceivedAt
-				}
-			}
-			if len(g.calls) >= 2 {
-				groups = append(groups, g)
-			}
-			return nil
-		})
+		ef, err := cutEffect(ctx, s, opts, key, t)
 		if err != nil {
 			return out, err
 		}
-		for _, g := range groups {
-			if groupChanged(g, firstNew, touched) {
+		for _, g := range ef.groups {
+			if groupChanged(g, ef.firstNew, touched) {
 				changed = append(changed, g)
 			} else {
 				kept = append(kept, g)
 			}
 		}
+		out.Kept = append(out.Kept, ef.before...)
+		out.Read += ef.read
+		effects = append(effects, ef)
 	}
-	if out.Kept, err = groupIDs(ctx, s, names, kept); err != nil {
+	ids := make(map[*group]string, len(kept)+len(changed))
+	keptIDs, err := groupIDs(ctx, s, names, kept)
+	if err != nil {
 		return out, err
 	}
+	for i, g := range kept {
+		ids[g] = keptIDs[i]
+	}
+	out.Kept = append(out.Kept, keptIDs...)
 	out.Fresh = make([]*Suspect, 0, len(changed))
 	err = analyseGroups(ctx, s, names, changed, func(sus *Suspect) error {
+		ids[changed[len(out.Fresh)]] = sus.ID
 		out.Fresh = append(out.Fresh, sus)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	for _, ef := range effects {
+		before := slices.Clone(ef.before)
+		for _, g := range ef.groups {
+			if g != ef.last {
+				before = append(before, ids[g])
+			}
+		}
+		if err := opts.Cuts.remember(ctx, s, ef.key, ef.last, before); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// rebuiltEffect is one effect's part of a rebuild.
+type rebuiltEffect struct {
+	key      string
+	before   []string  // suspects before the calls read, standing as they were
+	groups   []*group  // the groups read with two calls or more, in order
+	last     *group    // the last group read, whatever its size
+	firstNew time.Time // the earliest new call
+	read     int       // calls read
+}
+
+// cutEffect reads key's calls by their keys and cuts them into groups:
+// from its last group on if opts.Cuts allows (the groups before it stand),
+// else all of them.
+func cutEffect(ctx context.Context, s *activity.Store, opts Options, key string, t Touched) (rebuiltEffect, error) {
+	ef := rebuiltEffect{key: key}
+	var touchedHere []activity.Execution
+	for _, e := range t.Executions {
+		if e.EffectKey() == key {
+			touchedHere = append(touchedHere, e)
+		}
+	}
+	cut, fromTail, err := opts.Cuts.tail(ctx, s, key, touchedHere)
+	if err != nil {
+		return ef, err
+	}
+	each := func(g *group) error {
+		for _, c := range g.calls {
+			if c.Seq >= t.Since && (ef.firstNew.IsZero() || c.ReceivedAt.Before(ef.firstNew)) {
+				ef.firstNew = c.ReceivedAt
+			}
+		}
+		if len(g.calls) >= 2 {
+			ef.groups = append(ef.groups, g)
+		}
+		ef.last = g
+		ef.read += len(g.calls)
+		return nil
+	}
+	scan := func(fn func(*activity.CallKey) error) error { return s.ScanCallKeysOfEffect(ctx, key, fn) }
+	if fromTail {
+		ef.before = cut.before
+		scan = func(fn func(*activity.CallKey) error) error {
+			return s.ScanCallKeysOfEffectFrom(ctx, key, cut.fromSeq, cut.tail, fn)
+		}
+	}
+	return ef, cutGroups(opts, scan, each)
 }
 
 // groupChanged reports whether new records could have changed g: it
@@ -193,8 +256,14 @@ func groupIDs(ctx context.Context, s *activity.Store, names sourceNames, gs []*g
 // into the groups Scan makes of them (a group is the calls inside its first
 // call's window), and calls fn with each, the last included.
 func effectGroups(ctx context.Context, s *activity.Store, opts Options, key string, fn func(*group) error) error {
+	return cutGroups(opts, func(each func(*activity.CallKey) error) error { return s.ScanCallKeysOfEffect(ctx, key, each) }, fn)
+}
+
+// cutGroups cuts the calls scan reads (one effect's, in the order they
+// were received) into groups, and calls fn with each, the last included.
+func cutGroups(opts Options, scan func(func(*activity.CallKey) error) error, fn func(*group) error) error {
 	var g *group
-	err := s.ScanCallKeysOfEffect(ctx, key, func(r *activity.CallKey) error {
+	err := scan(func(r *activity.CallKey) error {
 		if g != nil && r.ReceivedAt.Sub(g.first) > g.window {
 			if err := fn(g); err != nil {
 				return err

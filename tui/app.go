@@ -131,6 +131,7 @@ type Model struct {
 	// analyses the records from there on.
 	analysedTo int64
 	finder     *analyze.NearMissFinder // the load's, fed the new calls of each refresh
+	cuts       *analyze.EffectCuts     // where the refreshes of this load may read each effect from
 	refreshing bool                    // a refresh is running
 	refreshDue bool                    // and another is wanted when it ends
 	// follower verifies the log as it grows; nil: the next audit is a
@@ -216,7 +217,9 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.refreshing = true
-	return tea.Batch(refreshSuspects(m.store, m.opts.Analysis, m.analysedTo, m.finder, m.gen), loadPending(m.store), m.audit())
+	opts := m.opts.Analysis
+	opts.Cuts = m.cuts
+	return tea.Batch(refreshSuspects(m.store, opts, m.analysedTo, m.finder, m.gen), loadPending(m.store), m.audit())
 }
 
 // audit advances the follower, one advance at a time.
@@ -265,6 +268,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.analysedTo = msg.through
 			m.suspects.SetNearMisses(msg.near)
 			m.finder = msg.finder
+			m.cuts = analyze.NewEffectCuts()
 			audit := m.audit()
 			if m.logSize > m.analysedTo { // records arrived while it ran
 				return m, tea.Batch(audit, m.refresh())
