@@ -115,6 +115,10 @@ type writeResult struct {
 	records  []Record
 	resolved bool
 	err      error
+	// broken: the request failed and its savepoint could not be undone
+	// or released, so what it wrote may still be in the transaction:
+	// the whole batch is rolled back.
+	broken bool
 }
 
 // maxBatch bounds how many waiting writes one commit carries.
@@ -266,6 +270,15 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			continue
 		}
 		results[i] = s.runOne(tx, chain, req, i, len(batch) == 1)
+		if results[i].broken {
+			for j := range results {
+				if j != i {
+					results[j] = writeResult{err: fmt.Errorf("not written: the batch it shared was rolled back (%w)", results[i].err)}
+				}
+			}
+			answer()
+			return
+		}
 		if results[i].err == nil {
 			kept++
 		}
@@ -332,14 +345,14 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 			return writeResult{err: err}
 		}
 		if _, rerr := tx.Exec("ROLLBACK TO " + sp); rerr != nil {
-			return writeResult{err: errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))}
+			return writeResult{err: errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr)), broken: true}
 		}
 		tx.Exec("RELEASE " + sp)
 		return writeResult{err: err}
 	}
 	if !alone {
 		if err := s.execIn(tx, "RELEASE "+sp); err != nil {
-			return writeResult{err: fmt.Errorf("release savepoint: %w", err)}
+			return writeResult{err: fmt.Errorf("release savepoint: %w", err), broken: true}
 		}
 	}
 	chain.head, chain.next, chain.edge, chain.loaded = w.head, w.next, w.edge, w.loaded

@@ -203,6 +203,7 @@ func (w *Tx) Accept(e Execution) (Execution, error) {
 	}
 	// The row itself is inserted by flush, with the state the request
 	// leaves it in: accepting and dispatching in one request is one INSERT.
+	e.Seq = rec.Seq // as a read of its row says
 	w.cache(e, true, rec.Seq)
 	ent := w.execs[e.ID]
 	ent.insertSeq, ent.pending = rec.Seq, true
