@@ -15,9 +15,9 @@ const maxCachedExecutions = 4096
 
 // writerCache holds, between transactions of the SQLite committer, the
 // executions its transactions read or wrote and the vault state they
-// proved. A gateway reads each execution back for every transition (the
-// outcome, the delivery) and proves the vault for every call: 4 of the
-// ~20 statements a call cost.
+// proved. A gateway read each execution back for every transition (the
+// outcome, the delivery) and proved the vault for every call: four
+// statements a call.
 //
 // It is valid only while no other connection writes the database: each
 // batch starts by reading PRAGMA data_version, which changes when another
@@ -25,10 +25,9 @@ const maxCachedExecutions = 4096
 // store's back), and the cache is dropped then. data_version counts per
 // connection, so a temporary table marks the connection it was read on:
 // a new writer connection (database/sql replaces a broken one) lacks it,
-// and the cache is dropped too. What a batch adds is
-// staged and kept only once the batch commits. PostgreSQL replicas write
-// concurrently: there it is never used. Only the committer goroutine
-// touches it.
+// and the cache is dropped too. What a batch adds is staged and kept
+// only once the batch commits. PostgreSQL replicas write concurrently:
+// there it is never used. Only the committer goroutine touches it.
 type writerCache struct {
 	version int64 // data_version it was filled under; -1: nothing to trust
 	execs   map[ExecutionID]Execution
