@@ -629,6 +629,20 @@ func (s *Store) ScanCallKeysOfEffectFrom(ctx context.Context, key string, fromSe
 		[]any{key, fromSeq, from.UTC().Format(TimeFormat)}, fn)
 }
 
+// FirstAccepted returns the oldest record that accepted one of these
+// executions, or -1 when none of them is stored.
+func (s *Store) FirstAccepted(ctx context.Context, ids []ExecutionID) (int64, error) {
+	in, args := inList(ids)
+	var seq sql.NullInt64
+	if err := s.queryRow(ctx, `SELECT MIN(seq) FROM executions WHERE id IN `+in, args...).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read executions: %w", err)
+	}
+	if !seq.Valid {
+		return -1, nil
+	}
+	return seq.Int64, nil
+}
+
 // FirstCallsReceived returns when the first call of each execution was
 // received (executions without a call are left out).
 func (s *Store) FirstCallsReceived(ctx context.Context, ids []ExecutionID) (map[ExecutionID]time.Time, error) {

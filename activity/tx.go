@@ -118,12 +118,8 @@ func (w *Tx) exec(query string, args ...any) error {
 }
 
 func (w *Tx) execNow(query string, args ...any) error {
-	if stmt := w.txStmt(query); stmt != nil {
+	if stmt := w.stmt(query); stmt != nil {
 		_, err := stmt.ExecContext(w.ctx, args...)
-		return err
-	}
-	if stmt := w.s.prepared(query); stmt != nil {
-		_, err := w.tx.StmtContext(w.ctx, stmt).ExecContext(w.ctx, args...)
 		return err
 	}
 	_, err := w.tx.ExecContext(w.ctx, query, args...)
@@ -136,11 +132,8 @@ func (w *Tx) queryRow(query string, args ...any) *sql.Row {
 	if w.ins != nil {
 		w.ins.sync()
 	}
-	if stmt := w.txStmt(query); stmt != nil {
+	if stmt := w.stmt(query); stmt != nil {
 		return stmt.QueryRowContext(w.ctx, args...)
-	}
-	if stmt := w.s.prepared(query); stmt != nil {
-		return w.tx.StmtContext(w.ctx, stmt).QueryRowContext(w.ctx, args...)
 	}
 	return w.tx.QueryRowContext(w.ctx, query, args...)
 }
@@ -153,13 +146,23 @@ func (w *Tx) query(query string, args ...any) (*sql.Rows, error) {
 			return nil, err
 		}
 	}
-	if stmt := w.txStmt(query); stmt != nil {
+	if stmt := w.stmt(query); stmt != nil {
 		return stmt.QueryContext(w.ctx, args...)
 	}
-	if stmt := w.s.prepared(query); stmt != nil {
-		return w.tx.StmtContext(w.ctx, stmt).QueryContext(w.ctx, args...)
-	}
 	return w.tx.QueryContext(w.ctx, query, args...)
+}
+
+// stmt is query prepared for this transaction (the bulk writer's own, or
+// the writer connection's bound to it), or nil the first time: run it
+// unprepared then.
+func (w *Tx) stmt(query string) *sql.Stmt {
+	if stmt := w.txStmt(query); stmt != nil {
+		return stmt
+	}
+	if stmt := w.s.prepared(query); stmt != nil {
+		return w.tx.StmtContext(w.ctx, stmt)
+	}
+	return nil
 }
 
 // txStmt returns, for a bulk writer, query prepared on its transaction:

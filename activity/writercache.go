@@ -32,10 +32,10 @@ type writerCache struct {
 	version int64 // data_version it was filled under; -1: nothing to trust
 	execs   map[ExecutionID]Execution
 	vault   *vaultState
-	// This batch's, promoted at its commit.
+	// This batch's, promoted at its commit. A request that wrote a vault
+	// record empties vault at once: from then on only stagedVault holds.
 	stagedExecs map[ExecutionID]Execution
 	stagedVault *vaultState
-	vaultMoved  bool // a request of this batch wrote a vault record
 }
 
 // vaultState is VaultLocked's answer.
@@ -48,7 +48,7 @@ type vaultState struct {
 // begin starts a batch in tx: the cache stands if no other connection
 // has committed since it was filled.
 func (c *writerCache) begin(s *Store, tx *sql.Tx) {
-	c.stagedExecs, c.stagedVault, c.vaultMoved = nil, nil, false
+	c.stagedExecs, c.stagedVault = nil, nil
 	var v, marked int64
 	err := s.queryIn(tx, `SELECT data_version, (SELECT count(*) FROM temp.sqlite_master WHERE name = 'mcpdup_writer')
 		FROM pragma_data_version`).Scan(&v, &marked)
@@ -80,10 +80,10 @@ func (c *writerCache) stage(w *Tx) {
 		c.stagedExecs[id] = ent.e
 	}
 	if w.vaultMoved {
-		c.vaultMoved, c.vault = true, nil
-	}
-	if w.vaultState != nil || w.vaultMoved {
+		c.vault = nil
 		c.stagedVault = w.vaultState // nil after an imported vault record: read it again
+	} else if w.vaultState != nil {
+		c.stagedVault = w.vaultState
 	}
 }
 
@@ -109,7 +109,7 @@ func (c *writerCache) commit(s *Store) {
 			s.vaultSeen.Store(c.vault.seq)
 		}
 	}
-	c.stagedExecs, c.stagedVault, c.vaultMoved = nil, nil, false
+	c.stagedExecs, c.stagedVault = nil, nil
 }
 
 // execution is the cached execution id, if any.
@@ -123,9 +123,6 @@ func (c *writerCache) execution(id ExecutionID) (Execution, bool) {
 
 // vaultLocked is the cached vault state, if any.
 func (c *writerCache) vaultLocked() *vaultState {
-	if c.vaultMoved {
-		return c.stagedVault
-	}
 	if c.stagedVault != nil {
 		return c.stagedVault
 	}

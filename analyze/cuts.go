@@ -91,22 +91,24 @@ func (c *EffectCuts) remember(ctx context.Context, s *activity.Store, key string
 		c.mu.Unlock()
 		return nil
 	}
+	// A last group can hold thousands of calls (an effect called every
+	// second, an hour's window): each execution once, its seq alone.
+	seen := make(map[activity.ExecutionID]bool, len(last.calls))
 	var ids []activity.ExecutionID
 	for _, call := range last.calls {
-		if !slices.Contains(ids, call.ExecutionID) {
+		if !seen[call.ExecutionID] {
+			seen[call.ExecutionID] = true
 			ids = append(ids, call.ExecutionID)
 		}
 	}
 	cut := effectCut{tail: last.first, fromSeq: -1, before: before}
 	for chunk := range slices.Chunk(ids, maxBatchIDs) {
-		execs, err := s.ExecutionsByID(ctx, chunk)
+		seq, err := s.FirstAccepted(ctx, chunk)
 		if err != nil {
 			return err
 		}
-		for _, e := range execs {
-			if cut.fromSeq < 0 || e.Seq < cut.fromSeq {
-				cut.fromSeq = e.Seq
-			}
+		if seq >= 0 && (cut.fromSeq < 0 || seq < cut.fromSeq) {
+			cut.fromSeq = seq
 		}
 	}
 	c.mu.Lock()

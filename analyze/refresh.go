@@ -160,7 +160,7 @@ func Rebuild(ctx context.Context, s *activity.Store, opts Options, t Touched) (R
 		out.Fresh = append(out.Fresh, sus)
 		return nil
 	})
-	if err != nil {
+	if err != nil || opts.Cuts == nil {
 		return out, err
 	}
 	for _, ef := range effects {
