@@ -25,6 +25,7 @@ var storeTests = []struct {
 	{"IllegalTransitionWritesNothing", testIllegalTransitionWritesNothing},
 	{"WriteIsVisibleToAnotherConnectionAtOnce", testWriteIsVisibleToAnotherConnectionAtOnce},
 	{"SealCadence", testSealCadence},
+	{"SealCadenceUnderConcurrentWriters", testSealCadenceUnderConcurrentWriters},
 	{"WithoutKeyRecordsStayUnsealed", testWithoutKeyRecordsStayUnsealed},
 	{"ConcurrentWritersShareOneChain", testConcurrentWritersShareOneChain},
 	{"NotRecordedStaysNotRecorded", testNotRecordedStaysNotRecorded},

@@ -399,6 +399,51 @@ func testSealCadence(t *testing.T, eng activitytest.Engine) {
 	}
 }
 
+// testSealCadenceUnderConcurrentWriters: sixteen writers finishing at
+// once all ask whether a seal is due; one seals, and a checkpoint signed
+// for its record count always follows EveryRecords new records.
+func testSealCadenceUnderConcurrentWriters(t *testing.T, eng activitytest.Engine) {
+	const every = 50
+	s, _ := eng.Open(t, activity.Options{Seal: activity.SealPolicy{EveryRecords: every, Every: time.Hour}})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- activitytest.Fill(ctx, s, 60, 2)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := s.Checkpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev int64
+	for _, cp := range cps {
+		if cp.Reason == string(activity.SealRecords) && cp.Size-prev < every {
+			t.Errorf("checkpoint at %d signed for its record count %d records after the one before", cp.Size, cp.Size-prev)
+		}
+		prev = cp.Size
+	}
+	if max := st.Records/every + 1; int64(len(cps)) > max {
+		t.Errorf("%d checkpoints over %d records with EveryRecords=%d, want at most %d", len(cps), st.Records, every, max)
+	}
+	if len(cps) < 2 {
+		t.Errorf("%d checkpoints over %d records with EveryRecords=%d: the policy did not seal", len(cps), st.Records, every)
+	}
+}
+
 func testWithoutKeyRecordsStayUnsealed(t *testing.T, eng activitytest.Engine) {
 	s, _ := eng.Open(t, activity.Options{})
 	path := s.Path()
