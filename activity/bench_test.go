@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,11 +96,103 @@ func BenchmarkLifecycle(b *testing.B) {
 // costs. It reports CPU time per call (user+system, which the fsync wait
 // does not count) beside the rate.
 //
+// records_only_floor/writers=16 writes, for each call, only six rows the
+// size of its six records into one bare table, from 16 writers
+// group-committed by one committer (WAL, synchronous=FULL): the least a
+// call's records cost through this driver. The store's figure beside it
+// is what the chain, the tree hashes, the projection tables and their
+// indexes, the savepoints and the queued writes add.
+//
 //	go test ./activity -run '^$' -bench GatewayCall -benchtime 2000x
 func BenchmarkGatewayCall(b *testing.B) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchGatewayCall(b, writers) })
 	}
+	b.Run("records_only_floor/writers=16", func(b *testing.B) { benchRecordsFloor(b, 16) })
+}
+
+// benchRecordsFloor writes six record-sized rows per call from writers
+// goroutines through one committer that commits whatever is queued at
+// once.
+func benchRecordsFloor(b *testing.B, writers int) {
+	dsn := "file:" + filepath.Join(b.TempDir(), "floor.db") + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE log(seq INTEGER PRIMARY KEY, canonical BLOB NOT NULL, leaf BLOB NOT NULL, tree BLOB NOT NULL, kind TEXT NOT NULL, t TEXT NOT NULL) STRICT`); err != nil {
+		b.Fatal(err)
+	}
+	// The sizes of a gateway call's records in a store the benchmarks
+	// fill: the call, the execution, four transitions.
+	sizes := []int{412, 718, 266, 266, 266, 266}
+	hash := make([]byte, 32)
+	calls := make(chan chan error, writers)
+	go func() {
+		seq := 0
+		for first := range calls {
+			batch := []chan error{first}
+			for more := true; more; {
+				select {
+				case c, ok := <-calls:
+					if ok {
+						batch = append(batch, c)
+					} else {
+						more = false
+					}
+				default:
+					more = false
+				}
+			}
+			err := func() error {
+				tx, err := db.Begin()
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				q := `INSERT INTO log(seq, canonical, leaf, tree, kind, t) VALUES (?,?,?,?,?,?)` + strings.Repeat(`,(?,?,?,?,?,?)`, len(batch)*len(sizes)-1)
+				var args []any
+				for range batch {
+					for _, n := range sizes {
+						args = append(args, seq, make([]byte, n), hash, hash, "transition", "2026-12-02T03:04:05.678Z")
+						seq++
+					}
+				}
+				if _, err := tx.Exec(q, args...); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}()
+			for _, c := range batch {
+				c <- err
+			}
+		}
+	}()
+	defer close(calls)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := activitytest.CPUTime()
+	b.ResetTimer()
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan error, 1)
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				calls <- done
+				if err := <-done; err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
 }
 
 func benchGatewayCall(b *testing.B, writers int) {
