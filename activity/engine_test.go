@@ -26,6 +26,7 @@ var storeTests = []struct {
 	{"WriteIsVisibleToAnotherConnectionAtOnce", testWriteIsVisibleToAnotherConnectionAtOnce},
 	{"SealCadence", testSealCadence},
 	{"SealCadenceUnderConcurrentWriters", testSealCadenceUnderConcurrentWriters},
+	{"WritesDuringASealAreSealedAfterIt", testWritesDuringASealAreSealedAfterIt},
 	{"WithoutKeyRecordsStayUnsealed", testWithoutKeyRecordsStayUnsealed},
 	{"ConcurrentWritersShareOneChain", testConcurrentWritersShareOneChain},
 	{"NotRecordedStaysNotRecorded", testNotRecordedStaysNotRecorded},

@@ -31,6 +31,10 @@ func (sn *Snapshot) ReplayOnly(ctx context.Context) error {
 // CheckpointStep runs one step of the background checkpoint now.
 func (s *Store) CheckpointStep() { s.checkpointStep() }
 
+// SetSealedHook runs f after each seal commits, while the seal still
+// holds its lock: a test holds a seal open with it.
+func (s *Store) SetSealedHook(f func()) { s.sealedHook = f }
+
 // CheckpointPassive runs only its PASSIVE checkpoint (what the store did
 // before WALLimit), for comparison.
 func (s *Store) CheckpointPassive() { s.checkpointWAL("PASSIVE") }

@@ -75,8 +75,15 @@ func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash
 // signs a fork of its own history.
 func (s *Store) Seal(ctx context.Context, reason SealReason) (Checkpoint, error) {
 	s.sealMu.Lock()
-	defer s.sealMu.Unlock()
-	return s.sealLocked(ctx, reason)
+	cp, err := s.sealLocked(ctx, reason)
+	s.sealMu.Unlock()
+	if s.sealAsked.Load() {
+		// Writers that finished meanwhile went on (sealIfDue); what they
+		// wrote after this seal's snapshot may be due. An error surfaces
+		// on a later write, as the policy's do.
+		_, _ = s.sealIfDue(ctx, "")
+	}
+	return cp, err
 }
 
 // sealLocked is Seal with sealMu held.
@@ -104,6 +111,9 @@ func (s *Store) sealLocked(ctx context.Context, reason SealReason) (Checkpoint, 
 		return cp, err
 	}
 	s.tail.noteSeal(cp.Size, began)
+	if s.sealedHook != nil {
+		s.sealedHook()
+	}
 	if cp.Note != nil {
 		if err := appendWitness(s.WitnessPath(), cp); err != nil {
 			return cp, fmt.Errorf("seal %s: checkpoint %d signed but not witnessed: %w", s.origin, cp.Size, err)
@@ -235,19 +245,39 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 // the database (other processes write too); after this process's own
 // writes, the in-memory account avoids a query per commit.
 //
-// Every writer that finishes asks. Should a seal be running, the others
-// go on: it covers what they wrote, or the next write's check will. One
-// that waited for it instead would seal again, a few records later: 16
-// concurrent writers signed 277 checkpoints where 18 were due, each a
-// commit and two fsyncs on the writer's connection.
+// Every writer that finishes asks. Should a seal or a check be running,
+// the writer goes on and asks its holder to check again once it lets go
+// (sealAsked): what the writer committed may be after that seal's
+// snapshot. One that waited for the lock instead would seal again, a few
+// records later: 16 concurrent writers signed 277 checkpoints where 18
+// were due, each a commit and two fsyncs on the writer's connection.
 func (s *Store) sealIfDue(ctx context.Context, reason SealReason) (Checkpoint, error) {
 	if reason == SealResolution {
 		return s.Seal(ctx, reason)
 	}
-	if !s.sealMu.TryLock() {
-		return Checkpoint{}, nil
+	// The seal may be on behalf of writers that went on: it must not end
+	// with this caller's request.
+	ctx = context.WithoutCancel(ctx)
+	for {
+		if !s.sealMu.TryLock() {
+			s.sealAsked.Store(true)
+			// The holder may have let go before it could see the flag.
+			if !s.sealMu.TryLock() {
+				return Checkpoint{}, nil
+			}
+		}
+		s.sealAsked.Store(false)
+		cp, err := s.sealDue(ctx, reason)
+		s.sealMu.Unlock()
+		if err != nil || !s.sealAsked.Load() {
+			return cp, err
+		}
+		reason = "" // asked by a writer: this process's account holds its records
 	}
-	defer s.sealMu.Unlock()
+}
+
+// sealDue seals if the policy says so, with sealMu held.
+func (s *Store) sealDue(ctx context.Context, reason SealReason) (Checkpoint, error) {
 	var unsealed int64
 	var oldest time.Time
 	s.tail.mu.Lock()

@@ -113,26 +113,28 @@ type Store struct {
 	origin string
 	opts   Options
 
-	signer    note.Signer // nil when this host has no key for the origin
-	vkey      string
-	keyErr    error    // why signer is nil
-	stmts     sync.Map // query → *sql.Stmt on the writer connection
-	knownRuns sync.Map // RunID → true: runs committed, so requireRun skips a query
-	rstmts    sync.Map // query → *sql.Stmt on the reader pool
-	proven    sync.Map // seq → provenLeaf: records proven into the signed log
-	rootCache sync.Map // checkpoint note → signedTree whose signature verified
-	witness   witnessTail
-	wc        writerCache // the committer's; see writercache.go
-	edgeMu    sync.Mutex
-	edge      Edge  // tree edge after this process's last commit
-	edgeSize  int64 // log size edge describes; -1: none
-	sealMu    sync.Mutex
-	tail      tailState
-	closeOnce sync.Once
-	stop      chan struct{}
-	closing   chan struct{}  // closed when Close starts: no new writes
-	writes    chan *writeReq // to the committer
-	committer sync.WaitGroup
+	signer     note.Signer // nil when this host has no key for the origin
+	vkey       string
+	keyErr     error    // why signer is nil
+	stmts      sync.Map // query → *sql.Stmt on the writer connection
+	knownRuns  sync.Map // RunID → true: runs committed, so requireRun skips a query
+	rstmts     sync.Map // query → *sql.Stmt on the reader pool
+	proven     sync.Map // seq → provenLeaf: records proven into the signed log
+	rootCache  sync.Map // checkpoint note → signedTree whose signature verified
+	witness    witnessTail
+	wc         writerCache // the committer's; see writercache.go
+	edgeMu     sync.Mutex
+	edge       Edge  // tree edge after this process's last commit
+	edgeSize   int64 // log size edge describes; -1: none
+	sealMu     sync.Mutex
+	sealAsked  atomic.Bool // a writer found sealMu held and went on (sealIfDue)
+	sealedHook func()      // tests: runs after a seal commits, sealMu held
+	tail       tailState
+	closeOnce  sync.Once
+	stop       chan struct{}
+	closing    chan struct{}  // closed when Close starts: no new writes
+	writes     chan *writeReq // to the committer
+	committer  sync.WaitGroup
 	// walReset asks the committer to reset the WAL (checkpointStep).
 	walReset  atomic.Bool
 	pageBytes atomic.Int64 // the database's page size, once read

@@ -400,8 +400,10 @@ func testSealCadence(t *testing.T, eng activitytest.Engine) {
 }
 
 // testSealCadenceUnderConcurrentWriters: sixteen writers finishing at
-// once all ask whether a seal is due; one seals, and a checkpoint signed
-// for its record count always follows EveryRecords new records.
+// once all ask whether a seal is due; one seals, a checkpoint signed for
+// its record count always follows EveryRecords new records, and what a
+// writer committed while a seal ran is not left behind it: once the
+// writers are done, fewer than EveryRecords records are unsealed.
 func testSealCadenceUnderConcurrentWriters(t *testing.T, eng activitytest.Engine) {
 	const every = 50
 	s, _ := eng.Open(t, activity.Options{Seal: activity.SealPolicy{EveryRecords: every, Every: time.Hour}})
@@ -436,11 +438,50 @@ func testSealCadenceUnderConcurrentWriters(t *testing.T, eng activitytest.Engine
 		}
 		prev = cp.Size
 	}
-	if max := st.Records/every + 1; int64(len(cps)) > max {
-		t.Errorf("%d checkpoints over %d records with EveryRecords=%d, want at most %d", len(cps), st.Records, every, max)
+	if limit := st.Records/every + 1; int64(len(cps)) > limit {
+		t.Errorf("%d checkpoints over %d records with EveryRecords=%d, want at most %d", len(cps), st.Records, every, limit)
+	}
+	if st.Records-prev >= every {
+		t.Errorf("%d records left unsealed after the last checkpoint (at %d) with EveryRecords=%d", st.Records-prev, prev, every)
 	}
 	if len(cps) < 2 {
 		t.Errorf("%d checkpoints over %d records with EveryRecords=%d: the policy did not seal", len(cps), st.Records, every)
+	}
+}
+
+// testWritesDuringASealAreSealedAfterIt: writers that finish while a
+// seal runs go on without waiting for it; what they wrote after its
+// snapshot is sealed when it lets go, not when some later write comes.
+func testWritesDuringASealAreSealedAfterIt(t *testing.T, eng activitytest.Engine) {
+	const every = 10
+	s, _ := eng.Open(t, activity.Options{Seal: activity.SealPolicy{EveryRecords: every, Every: time.Hour}})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.SetSealedHook(func() { once.Do(func() { close(entered); <-release }) })
+	first := make(chan error, 1)
+	go func() { first <- activitytest.Fill(ctx, s, every, every) }() // its seal holds on in the hook
+	select {
+	case <-entered:
+	case err := <-first:
+		t.Fatalf("the first %d records were not sealed (%v)", every, err)
+	}
+	if err := activitytest.Fill(ctx, s, 2*every, 2); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.LatestCheckpoint(ctx)
+	if err != nil || cp == nil {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	if cp.Size != st.Records {
+		t.Fatalf("after the seal let go: the newest checkpoint covers %d of %d records", cp.Size, st.Records)
 	}
 }
 
