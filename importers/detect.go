@@ -61,6 +61,9 @@ func Detect(head []byte) (string, error) {
 				return name, nil
 			}
 		}
+		if name := detectText(bytes.TrimSpace(l)); name != "" {
+			return name, nil
+		}
 	}
 	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
 }

@@ -217,13 +217,24 @@ func FuzzMapping(f *testing.F) {
 	for _, p := range []string{"envoy", "nginx", "traefik", "kong"} {
 		addLines(f, "testdata/mapping/"+p+".jsonl")
 	}
+	addLines(f, "testdata/mapping/envoy-text.log")
 	fuzzImport(f, "envoy")
+}
+
+// FuzzTextFormats: nginx's and Traefik's text lines, whatever their bytes
+// (escapes, quotes, a request line cut anywhere), through the nginx
+// mapping, which reads its JSON and its text alike.
+func FuzzTextFormats(f *testing.F) {
+	addLines(f, "testdata/mapping/nginx-text.log")
+	addLines(f, "testdata/mapping/traefik-text.log")
+	fuzzImport(f, "nginx")
 }
 
 // FuzzDetect: detection never panics and names only known formats.
 func FuzzDetect(f *testing.F) {
 	for _, p := range []string{"testdata/sallyport/activity.jsonl", "testdata/mcpdup/incident.jsonl", "testdata/otlp/traces.jsonl", "testdata/har/agent.har",
-		"testdata/mcp-log/sdk-client.log", "testdata/mcp-log/mcp-server-tickets.log"} {
+		"testdata/mcp-log/sdk-client.log", "testdata/mcp-log/mcp-server-tickets.log", "testdata/mapping/envoy-text.log",
+		"testdata/mapping/nginx-text.log", "testdata/mapping/traefik-text.log"} {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}

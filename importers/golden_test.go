@@ -29,6 +29,10 @@ func TestGoldenFormats(t *testing.T) {
 		{"nginx", "testdata/mapping/nginx.jsonl"},
 		{"traefik", "testdata/mapping/traefik.jsonl"},
 		{"kong", "testdata/mapping/kong.jsonl"},
+		// The producers' default text formats (testdata/mapping/text-sources.md).
+		{"envoy", "testdata/mapping/envoy-text.log"},
+		{"nginx", "testdata/mapping/nginx-text.log"},
+		{"traefik", "testdata/mapping/traefik-text.log"},
 	} {
 		t.Run(filepath.Base(c.file), func(t *testing.T) {
 			// A fixed clock: logs without timestamps place calls at the

@@ -108,6 +108,9 @@ func TestDetect(t *testing.T) {
 		"testdata/mapping/nginx.jsonl":            "nginx",
 		"testdata/mapping/traefik.jsonl":          "traefik",
 		"testdata/mapping/kong.jsonl":             "kong",
+		"testdata/mapping/envoy-text.log":         "envoy",
+		"testdata/mapping/nginx-text.log":         "nginx",
+		"testdata/mapping/traefik-text.log":       "traefik",
 	} {
 		h, err := head(path, 64<<10)
 		if err != nil {
@@ -204,7 +207,7 @@ func TestMCPLogBadInput(t *testing.T) {
 // without it.
 func TestNoiseIsCountedNotRefused(t *testing.T) {
 	for _, file := range []string{"testdata/sallyport/activity.jsonl", "testdata/otlp/traces.jsonl", "testdata/mapping/nginx.jsonl",
-		"testdata/mapping/envoy.jsonl", "testdata/mcp-log/sdk-client.log"} {
+		"testdata/mapping/envoy.jsonl", "testdata/mcp-log/sdk-client.log", "testdata/mapping/envoy-text.log", "testdata/mapping/nginx-text.log"} {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			clean, err := Import(ctx, newStore(t), file, Options{})
 			if err != nil {

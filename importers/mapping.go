@@ -38,6 +38,9 @@ type Mapping struct {
 	// Match, if set, is a pointer that must be present and not empty for
 	// a line to be a record; other lines are counted and skipped.
 	Match string `toml:"match"`
+	// Text lists the producer's plain-text line formats; a line that is
+	// not JSON is read through the first it matches (textline.go).
+	Text []TextFormat `toml:"text"`
 
 	Time           Field `toml:"time"`        // when the request arrived (required)
 	Duration       Field `toml:"duration_ms"` // how long it took
@@ -156,6 +159,11 @@ func ParseMapping(b []byte) (*Mapping, error) {
 	if len(m.Method.From) == 0 && m.Method.Const == "" && len(m.Tool.From) == 0 {
 		return nil, errors.New("method or tool is required")
 	}
+	for i := range m.Text {
+		if err := m.Text[i].compile(); err != nil {
+			return nil, err
+		}
+	}
 	return &m, nil
 }
 
@@ -189,6 +197,27 @@ func detectPreset(obj map[string]json.RawMessage) string {
 				}
 			}
 			if all {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+// detectText names a preset one of whose detected text formats the line
+// is in.
+func detectText(line []byte) string {
+	if len(line) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for i := range presets[n].Text {
+			if t := &presets[n].Text[i]; t.Detect && t.re.MatchString(string(line)) {
 				return n
 			}
 		}
@@ -400,7 +429,12 @@ func (f Field) ms(doc any) (float64, bool) {
 	s := f.value(doc)
 	x, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return 0, false
+		// A value that names its unit says it ("123ms": Traefik's text).
+		d, derr := time.ParseDuration(s)
+		if derr != nil {
+			return 0, false
+		}
+		return float64(d) / float64(time.Millisecond), true
 	}
 	switch f.Unit {
 	case "ns":
@@ -451,15 +485,25 @@ type mapped struct {
 	ignored  int64
 	attempts int64
 	mcpOther int64 // MCP messages through the proxy that are not tool calls
-	mcpCalls int64 // MCP tool calls through the proxy
-	withArgs int64 // records whose arguments the log holds
-	runs     map[string]activity.RunID
+	// MCP messages whose JSON-RPC method the log does not show, and how
+	// many of them got no answer: any may have been a tool call.
+	mcpUnknown, mcpUnknownNoAnswer int64
+	mcpCalls                       int64 // MCP tool calls through the proxy
+	withArgs                       int64 // records whose arguments the log holds
+	runs                           map[string]activity.RunID
 }
 
 func (d *mapped) note() string {
 	n := fmt.Sprintf("%s access log through its mapping: %d requests, %d lines not matched, %d sends counted by the proxy", d.m.Name, d.records, d.ignored, d.attempts)
 	if d.mcpOther > 0 {
 		n += fmt.Sprintf(", %d MCP messages that are not tool calls", d.mcpOther)
+	}
+	if d.mcpUnknown > 0 {
+		n += fmt.Sprintf(", %d MCP messages whose method the log does not show (not imported: a tool call cannot be told from initialize or tools/list; log the Mcp-Method header or the request body to see them", d.mcpUnknown)
+		if d.mcpUnknownNoAnswer > 0 {
+			n += fmt.Sprintf("; %d of them got no answer from the MCP server, and any of those that was a tool call may have acted", d.mcpUnknownNoAnswer)
+		}
+		n += ")"
 	}
 	n += ". Not recorded: authorization unless the proxy denied the request, which process sent it (only its address), what happened at the target beyond the status"
 	if d.withArgs == 0 {
@@ -473,16 +517,24 @@ func (d *mapped) note() string {
 
 func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs = map[string]activity.RunID{}
-	return eachLine(ctx, in, k, func(n int64, line []byte) error {
-		if notJSON(line) {
+	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
+		var doc any
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '{' && len(d.m.Text) > 0 {
+			text, ok := d.m.textRecord(l)
+			if !ok {
+				k.noise()
+				return nil
+			}
+			doc = text
+		} else if notJSON(line) {
 			k.noise()
 			return nil
-		}
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.UseNumber()
-		var doc any
-		if err := dec.Decode(&doc); err != nil {
-			return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
+		} else {
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.UseNumber()
+			if err := dec.Decode(&doc); err != nil {
+				return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
+			}
 		}
 		if d.m.Match != "" {
 			if v, ok := pointer(doc, d.m.Match); !ok || v == nil || v == "" {
@@ -496,6 +548,24 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		k.count()
 		return nil
 	})
+	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
+		// Every line passed over: another format, or a log_format of the
+		// operator's own, not an empty log.
+		read := "JSON with this mapping's keys"
+		if len(d.m.Text) > 0 {
+			read += " or text in " + d.m.textFormatNames()
+		}
+		return fmt.Errorf("%s: none of its %d lines is a %s record (%s); give the right --format, or --mapping FILE for a log format of your own", k.file, k.rep.Noise, d.m.Name, read)
+	}
+	return err
+}
+
+// splitFlags reads Envoy's "UF,URX" as two flags.
+func splitFlags(flags []string) []string {
+	if len(flags) == 1 && strings.Contains(flags[0], ",") {
+		return strings.Split(flags[0], ",")
+	}
+	return flags
 }
 
 // mcpPath reports whether a path is an MCP endpoint.
@@ -555,11 +625,17 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		}
 	}
 	if mcpMethod != "" || len(m.MCPMethod.From) > 0 && mcpPath(p) {
-		if mcpMethod != "tools/call" {
-			d.mcpOther++ // initialize, tools/list, notifications, or a message whose method is not logged
-			if mcpMethod == "" {
-				k.notRecorded("mcp method")
+		if mcpMethod == "" {
+			d.mcpUnknown++
+			status, _ := strconv.Atoi(m.Status.value(doc))
+			if flags := m.Flags.values(doc); status == 0 || m.NoAnswer.holds(doc, splitFlags(flags), status) {
+				d.mcpUnknownNoAnswer++
 			}
+			k.notRecorded("mcp method")
+			return nil
+		}
+		if mcpMethod != "tools/call" {
+			d.mcpOther++ // initialize, tools/list, notifications
 			return nil
 		}
 		r.mcp, r.tool = true, firstOf(mcpName, "(not recorded)")
@@ -588,10 +664,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		}
 	}
 	r.status, _ = strconv.Atoi(m.Status.value(doc))
-	r.flags = m.Flags.values(doc)
-	if len(r.flags) == 1 && strings.Contains(r.flags[0], ",") {
-		r.flags = strings.Split(r.flags[0], ",")
-	}
+	r.flags = splitFlags(m.Flags.values(doc))
 	d.records++
 	r.actor = firstOf(m.Actor.value(doc), "proxy-client:unknown")
 	session := m.Session.value(doc)

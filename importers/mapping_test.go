@@ -44,6 +44,39 @@ func TestCustomMapping(t *testing.T) {
 	}
 }
 
+// TestTextFormats: a plain-text line is read through the format it
+// matches, the producer's escaping undone; a duration that names its
+// unit says it; a file none of whose lines is a record of the format is
+// an error, not an empty import.
+func TestTextFormats(t *testing.T) {
+	nginx := presets["nginx"]
+	doc, ok := nginx.textRecord([]byte(`203.0.113.9 - - [02/Mar/2026:10:16:00 +0000] "GET /files/a\x22b\x5C.txt HTTP/1.1" 404 153 "-" "curl \xE2\x82\xAC \xFF"`))
+	if !ok || doc["request"] != `GET /files/a"b\.txt HTTP/1.1` || doc["http_user_agent"] != "curl € \uFFFD" || doc["status"] != "404" {
+		t.Fatalf("nginx line: %v %q", ok, doc)
+	}
+	if _, ok := nginx.textRecord([]byte(`198.51.100.4 - - [02/Mar/2026:10:16:02 +0000] "\x16\x03\x01" 400 157 "-" "-"`)); ok {
+		t.Error("a request line that is not a request (a TLS handshake) was read as one")
+	}
+	traefik := presets["traefik"]
+	doc, ok = traefik.textRecord([]byte(`10.0.0.1 - - [10/Nov/2009:23:00:00 +0000] "GET / HTTP/1.1" 200 0 "-" "foo \" bar" 1 "test@file" "http://127.0.0.1:8080" 1500ms`))
+	if !ok || doc["RequestUserAgent"] != `foo " bar` || doc["ServiceURL"] != "http://127.0.0.1:8080" {
+		t.Fatalf("traefik line: %v %q", ok, doc)
+	}
+	if ms, ok := traefik.Duration.ms(doc); !ok || ms != 1500 {
+		t.Errorf("Traefik's 1500ms read as %v ms (%v)", ms, ok)
+	}
+	// Traefik's JSON keeps its nanoseconds.
+	if ms, ok := traefik.Duration.ms(map[string]any{"Duration": json.Number("2000000")}); !ok || ms != 2 {
+		t.Errorf("Traefik's JSON Duration 2000000 ns read as %v ms (%v)", ms, ok)
+	}
+	// A text log in an operator's own format reads no record: refused.
+	path := writeFile(t, "custom.log", []byte("2026-03-02 10:15:04 POST /v1/payments 504\n2026-03-02 10:15:21 POST /v1/payments 201\n"))
+	_, err := Import(ctx, newStore(t), path, Options{Format: "nginx"})
+	if err == nil || !strings.Contains(err.Error(), "none of its 2 lines is a nginx record") || !strings.Contains(err.Error(), "--mapping") {
+		t.Fatalf("a file of no nginx line: %v", err)
+	}
+}
+
 // TestMappingErrors: a mapping file is checked when it is read.
 func TestMappingErrors(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
@@ -57,6 +90,25 @@ method = { from = ["/m"] }`, "time.from is required"},
 		{`name = "x"
 time = { from = ["/t"], frm = ["/u"] }
 method = { from = ["/m"] }`, "unknown field"},
+		{`name = "x"
+time = { from = ["/t"] }
+method = { from = ["/m"] }
+[[text]]
+name = "t"
+pattern = '(?P<t>\S+'`, `text format "t": pattern`},
+		{`name = "x"
+time = { from = ["/t"] }
+method = { from = ["/m"] }
+[[text]]
+name = "t"
+pattern = '^\S+$'`, "names no group"},
+		{`name = "x"
+time = { from = ["/t"] }
+method = { from = ["/m"] }
+[[text]]
+name = "t"
+escapes = "percent"
+pattern = '^(?P<t>\S+)$'`, `escapes "percent"`},
 	} {
 		if _, err := ParseMapping([]byte(c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.text, err, c.want)
