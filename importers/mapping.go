@@ -488,6 +488,8 @@ type mapped struct {
 	// MCP messages whose JSON-RPC method the log does not show, and how
 	// many of them got no answer: any may have been a tool call.
 	mcpUnknown, mcpUnknownNoAnswer int64
+	hops                           hopIndex
+	hopLines                       int64 // a request seen again by another proxy it crossed
 	mcpCalls                       int64 // MCP tool calls through the proxy
 	withArgs                       int64 // records whose arguments the log holds
 	runs                           map[string]activity.RunID
@@ -497,6 +499,9 @@ func (d *mapped) note() string {
 	n := fmt.Sprintf("%s access log through its mapping: %d requests, %d lines not matched, %d sends counted by the proxy", d.m.Name, d.records, d.ignored, d.attempts)
 	if d.mcpOther > 0 {
 		n += fmt.Sprintf(", %d MCP messages that are not tool calls", d.mcpOther)
+	}
+	if d.hopLines > 0 {
+		n += fmt.Sprintf(", %d lines of a request already read, logged again by another proxy it crossed (the same request id, within the first line's time): one send", d.hopLines)
 	}
 	if d.mcpUnknown > 0 {
 		n += fmt.Sprintf(", %d MCP messages whose method the log does not show (not imported: a tool call cannot be told from initialize or tools/list; log the Mcp-Method header or the request body to see them", d.mcpUnknown)
@@ -548,7 +553,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		k.count()
 		return nil
 	})
-	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
+	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
 		// Every line passed over: another format, or a log_format of the
 		// operator's own, not an empty log.
 		read := "JSON with this mapping's keys"
@@ -665,6 +670,10 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 	}
 	r.status, _ = strconv.Atoi(m.Status.value(doc))
 	r.flags = splitFlags(m.Flags.values(doc))
+	if d.hops.seenAt(m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}) {
+		d.hopLines++
+		return nil
+	}
 	d.records++
 	r.actor = firstOf(m.Actor.value(doc), "proxy-client:unknown")
 	session := m.Session.value(doc)

@@ -178,3 +178,37 @@ func TestOTLPVendorExecutionIdentity(t *testing.T) {
 		t.Fatalf("an otlp mapping that names nothing: %v", err)
 	}
 }
+
+// TestRequestSeenAtTwoHopsIsOneSend: Istio logs a request on both sides
+// (the caller's sidecar, then the target's, under one x-request-id, the
+// second within the first's time): one send. A resend under the same id
+// after the first ended, or a short JSON-RPC id that other sessions use
+// too, are sends of their own.
+func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
+	// istio.io content/en/docs/tasks/observability/logs/access-log: the
+	// sleep pod's sidecar, then httpbin's.
+	mesh := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
+`
+	resend := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	shortIDs := `{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":900,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
+{"start_time":"2026-03-02T10:15:04.100Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":300,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
+`
+	for _, c := range []struct {
+		name, log string
+		sends     int64
+	}{{"two hops", mesh, 1}, {"a resend after the first ended", resend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
+		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "envoy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Executions != c.sends {
+			t.Errorf("%s: %d executions, want %d (%s)", c.name, rep.Executions, c.sends, rep.Note)
+		}
+		if hop := strings.Contains(rep.Note, "logged again by another proxy"); hop != (c.sends == 1) {
+			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+}
