@@ -31,6 +31,7 @@ var storeTests = []struct {
 	{"ConcurrentWritersShareOneChain", testConcurrentWritersShareOneChain},
 	{"NotRecordedStaysNotRecorded", testNotRecordedStaysNotRecorded},
 	{"GroupCommitIsolatesFailures", testGroupCommitIsolatesFailures},
+	{"InsertStoppedPartwayKeepsNothing", testInsertStoppedPartwayKeepsNothing},
 	{"SameIntentAgainAfterCompletionInOneTransaction", testSameIntentAgainAfterCompletionInOneTransaction},
 	{"AcceptAndDispatchInOneWrite", testAcceptAndDispatchInOneWrite},
 	{"BulkRowErrorNamesTheLine", testBulkRowErrorNamesTheLine},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -623,6 +624,80 @@ func testNotRecordedStaysNotRecorded(t *testing.T, eng activitytest.Engine) {
 // TestGroupCommitIsolatesFailures runs many concurrent writes, some of
 // which fail after appending: shared commits must keep exactly the
 // successful ones, with an unbroken chain.
+// testInsertStoppedPartwayKeepsNothing: a request whose rows go in one
+// multi-row INSERT that stops at its third row (SQLite's OR FAIL keeps
+// the two before it in the transaction) fails naming that row, and keeps
+// none of its rows, whether it ran alone or beside others in a batch.
+func testInsertStoppedPartwayKeepsNothing(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
+	var taken activity.CallID
+	if _, err := s.Write(ctx, func(w *activity.Tx) error {
+		c, err := w.RecordCall(activity.Call{Actor: "a", Method: "tools/call", Tool: "t", Disposition: activity.DispositionRefused})
+		taken = c.ID
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Four calls in one request (one INSERT at its end), the third with
+	// an id already taken.
+	failing := func(ids *[]activity.CallID) func(w *activity.Tx) error {
+		return func(w *activity.Tx) error {
+			for i := range 4 {
+				c := activity.Call{Actor: "a", Method: "tools/call", Tool: "t", Disposition: activity.DispositionRefused,
+					ID: activity.NewCallID(time.Now().Add(time.Duration(i) * time.Millisecond))}
+				if i == 2 {
+					c.ID = taken
+				}
+				*ids = append(*ids, c.ID)
+				if _, err := w.RecordCall(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	check := func(name string, err error, ids []activity.CallID) {
+		t.Helper()
+		var re *activity.RowError
+		if !errors.As(err, &re) || re.Row != "call "+string(taken) {
+			t.Fatalf("%s: %v, want the row of call %s named", name, err, taken)
+		}
+		var kept []activity.CallID
+		s.ScanCalls(ctx, func(c *activity.CallRow) error {
+			if slices.Contains(ids, c.ID) && c.ID != taken {
+				kept = append(kept, c.ID)
+			}
+			return nil
+		})
+		if len(kept) > 0 {
+			t.Fatalf("%s: calls %v of the failed request were kept", name, kept)
+		}
+	}
+	before, _ := s.LogSize(ctx)
+	var alone []activity.CallID
+	_, err := s.Write(ctx, failing(&alone))
+	check("alone", err, alone)
+	// In a batch: queued writes commit with it; they stay, it does not.
+	var batched []activity.CallID
+	var others []<-chan error
+	for range 8 {
+		others = append(others, s.WriteAsync(ctx, func(w *activity.Tx) error {
+			_, err := w.RecordCall(activity.Call{Actor: "a", Method: "tools/call", Tool: "t", Disposition: activity.DispositionRefused})
+			return err
+		}))
+	}
+	_, err = s.Write(ctx, failing(&batched))
+	check("in a batch", err, batched)
+	for _, c := range others {
+		if err := <-c; err != nil {
+			t.Fatalf("a write beside the failed one: %v", err)
+		}
+	}
+	if after, _ := s.LogSize(ctx); after != before+8 {
+		t.Fatalf("log grew by %d records, want the 8 beside the failed request", after-before)
+	}
+}
+
 func testGroupCommitIsolatesFailures(t *testing.T, eng activitytest.Engine) {
 	s, _ := eng.Open(t, activity.Options{})
 	const n = 48

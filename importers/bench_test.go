@@ -23,20 +23,23 @@ var (
 )
 
 // ownExportFile is an export of a store of about n gateway records,
-// built once and kept in the temp directory.
-func ownExportFile(b *testing.B, n int) string {
+// built once and kept in the temp directory, and the import options that
+// check its signatures with the exporting store's key, as an operator's
+// --key does (without it the import refuses the records).
+func ownExportFile(b *testing.B, n int) (string, Options) {
 	path, keys := activitytest.Cached(b, fmt.Sprintf("verify-%d", n), func(ctx context.Context, s *activity.Store) error {
 		return activitytest.Fill(ctx, s, n, 3000)
 	})
-	out := filepath.Join(filepath.Dir(path), "log.jsonl")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
 	s, err := activity.Open(ctx, path, activity.Options{KeyDir: keys})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	opts := Options{ExportKey: pinned(b, s)}
+	out := filepath.Join(filepath.Dir(path), "log.jsonl")
+	if _, err := os.Stat(out); err == nil {
+		return out, opts
+	}
 	f, err := os.Create(out + ".tmp")
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +51,7 @@ func ownExportFile(b *testing.B, n int) string {
 	if err := os.Rename(out+".tmp", out); err != nil {
 		b.Fatal(err)
 	}
-	return out
+	return out, opts
 }
 
 // BenchmarkImport imports generated files of -bench.events events into a
@@ -63,14 +66,14 @@ func ownExportFile(b *testing.B, n int) string {
 func BenchmarkImport(b *testing.B) {
 	cases := []struct {
 		name string
-		file func(*testing.B, int) string
+		file func(*testing.B, int) (string, Options)
 	}{
 		{"mcpdup_export", ownExportFile},
-		{"otlp", otlpFile},
+		{"otlp", func(b *testing.B, n int) (string, Options) { return otlpFile(b, n), Options{} }},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			path := c.file(b, *benchEvents)
+			path, opts := c.file(b, *benchEvents)
 			jq := 0.0
 			if *benchJQ {
 				jq = jqSeconds(b, path)
@@ -85,7 +88,7 @@ func BenchmarkImport(b *testing.B) {
 				s := newStoreWith(b, activity.Options{PageSize: activity.ImportPageSize})
 				b.StartTimer()
 				cpu0, t0 := activitytest.CPUTime(), time.Now()
-				rep, err := Import(ctx, s, path, Options{})
+				rep, err := Import(ctx, s, path, opts)
 				if d := time.Since(t0); best == 0 || d < best {
 					best = d
 				}
