@@ -171,6 +171,17 @@ func benchRecordsFloor(b *testing.B, writers int) {
 		}
 	}()
 	defer close(calls)
+	runWriters(b, writers, func(int64) error {
+		done := make(chan error, 1)
+		calls <- done
+		return <-done
+	}, nil)
+}
+
+// runWriters makes b.N calls of fn from writers goroutines at once, waits
+// for them and for settle (writes queued aside), and reports calls/s and
+// the process's CPU per call.
+func runWriters(b *testing.B, writers int, fn func(i int64) error, settle func()) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	cpu0 := activitytest.CPUTime()
@@ -179,10 +190,8 @@ func benchRecordsFloor(b *testing.B, writers int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			done := make(chan error, 1)
 			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				calls <- done
-				if err := <-done; err != nil {
+				if err := fn(i); err != nil {
 					b.Error(err)
 					return
 				}
@@ -190,6 +199,9 @@ func benchRecordsFloor(b *testing.B, writers int) {
 		}()
 	}
 	wg.Wait()
+	if settle != nil {
+		settle()
+	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
@@ -250,37 +262,23 @@ func benchGatewayCall(b *testing.B, writers int) {
 		})
 		return outcome, delivered, nil
 	}
-	var next atomic.Int64
-	var wg, queued sync.WaitGroup
-	cpu0 := activitytest.CPUTime()
-	b.ResetTimer()
-	for range writers {
-		wg.Add(1)
+	var queued sync.WaitGroup
+	runWriters(b, writers, func(i int64) error {
+		outcome, delivered, err := call(i)
+		if err != nil {
+			return err
+		}
+		// The writer goes on, as the agent has its answer; the queued
+		// writes are waited on aside.
+		queued.Add(1)
 		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				outcome, delivered, err := call(i)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				// The writer goes on, as the agent has its answer; the
-				// queued writes are waited on aside.
-				queued.Add(1)
-				go func() {
-					defer queued.Done()
-					if err := errors.Join(<-outcome, <-delivered); err != nil {
-						b.Error(err)
-					}
-				}()
+			defer queued.Done()
+			if err := errors.Join(<-outcome, <-delivered); err != nil {
+				b.Error(err)
 			}
 		}()
-	}
-	wg.Wait()
-	queued.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
-	b.ReportMetric(float64((activitytest.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
+		return nil
+	}, queued.Wait)
 }
 
 // BenchmarkDurableCommitFloor sets the gateway's first commit (the one
