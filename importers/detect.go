@@ -14,6 +14,26 @@ import (
 // between two formats: content that fits none is an error that lists them.
 func Detect(head []byte) (string, error) {
 	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	name, err := detectBare(head)
+	if err == nil {
+		return name, nil
+	}
+	// Lines wrapped by what collected them (envelope.go): the format
+	// inside, if one whose reader unwraps them.
+	if inner, ok := unwrapHead(head); ok {
+		name, ierr := detectBare(inner)
+		if ierr == nil && presets[name] == nil {
+			return "", &UnknownFormatError{Why: fmt.Sprintf("a container log (CRI, kubectl logs --timestamps or Docker's json-file) of %s lines, which are read only as %s writes them: take them out first (jq -r .log, or cut -d' ' -f4- for CRI)", name, name)}
+		}
+		if ierr == nil {
+			return name, nil
+		}
+	}
+	return "", err
+}
+
+// detectBare is Detect of lines as their producer wrote them.
+func detectBare(head []byte) (string, error) {
 	first, _, _ := bytes.Cut(head, []byte("\n"))
 	first = bytes.TrimSpace(first)
 	if len(first) == 0 {

@@ -522,7 +522,15 @@ func (d *mapped) note() string {
 
 func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	d.runs = map[string]activity.RunID{}
+	wrapper := unwrapper{bare: d.m.reads}
 	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
+		line, whole, err := wrapper.line(line)
+		if err != nil {
+			return k.bad(n, "", err)
+		}
+		if !whole {
+			return nil
+		}
 		var doc any
 		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '{' && len(d.m.Text) > 0 {
 			text, ok := d.m.textRecord(l)

@@ -212,3 +212,64 @@ func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerLogWrappers: an access log as a node or kubectl hands it
+// over (CRI lines, one split by the runtime into a partial and a full
+// one; kubectl's --timestamps; Docker's json-file, one entry split too)
+// is detected and imported as the bare log is; a wrapped log of another
+// kind says how to take the wrapper off.
+func TestContainerLogWrappers(t *testing.T) {
+	for _, bare := range []string{"testdata/mapping/envoy-text.log", "testdata/mapping/nginx-text.log", "testdata/mapping/kong.jsonl"} {
+		b, err := os.ReadFile(bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Import(ctx, newStore(t), bare, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		const ts = "2026-03-02T10:15:04.512345678Z"
+		wrap := map[string]func(i int, l string) string{
+			"cri": func(i int, l string) string {
+				if i == 1 && len(l) > 10 { // split, as the runtime splits a long line
+					return ts + " stdout P " + l[:10] + "\n" + ts + " stdout F " + l[10:]
+				}
+				return ts + " stdout F " + l
+			},
+			"kubectl": func(_ int, l string) string { return ts + " " + l },
+			"docker": func(i int, l string) string {
+				entry := func(s string) string {
+					j, _ := json.Marshal(map[string]string{"log": s, "stream": "stdout", "time": ts})
+					return string(j)
+				}
+				if i == 1 && len(l) > 10 {
+					return entry(l[:10]) + "\n" + entry(l[10:]+"\n")
+				}
+				return entry(l + "\n")
+			},
+		}
+		for name, w := range wrap {
+			var out strings.Builder
+			for i, l := range lines {
+				out.WriteString(w(i, l) + "\n")
+			}
+			path := writeFile(t, name+".log", []byte(out.String()))
+			got, err := Import(ctx, newStore(t), path, Options{})
+			if err != nil {
+				t.Fatalf("%s around %s: %v", name, bare, err)
+			}
+			if got.Format != want.Format || got.Calls != want.Calls || got.Executions != want.Executions || got.Noise != want.Noise || got.Skipped != 0 {
+				t.Errorf("%s around %s: %+v\nbare: %+v", name, bare, got, want)
+			}
+		}
+	}
+	b, _ := os.ReadFile("testdata/sallyport/activity.jsonl")
+	var out strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		out.WriteString("2026-03-02T10:15:04Z stdout F " + l + "\n")
+	}
+	if _, err := Import(ctx, newStore(t), writeFile(t, "sp.log", []byte(out.String())), Options{}); err == nil || !strings.Contains(err.Error(), "take them out first") {
+		t.Errorf("a wrapped sallyport log: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package importers
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -122,6 +124,19 @@ func (m *Mapping) textRecord(line []byte) (map[string]any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// reads reports whether a line is one the mapping reads as it is: a JSON
+// object (not Docker's wrapper of a line), or a line of one of its text
+// formats.
+func (m *Mapping) reads(line []byte) bool {
+	l := bytes.TrimSpace(line)
+	if len(l) > 0 && l[0] == '{' {
+		_, wrapped, _ := unwrap(l)
+		return !wrapped && json.Valid(l)
+	}
+	_, ok := m.textRecord(l)
+	return ok
 }
 
 // textFormatNames lists the mapping's text formats, for messages.
