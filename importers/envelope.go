@@ -69,6 +69,9 @@ type unwrapper struct {
 // line returns the producer's line for a line of the file, or false
 // while a split line is still being joined.
 func (u *unwrapper) line(l []byte) ([]byte, bool, error) {
+	if u.decided && !u.on {
+		return l, true, nil
+	}
 	inner, wrapped, partial := unwrap(l)
 	if !u.decided {
 		u.on, u.decided = wrapped && (u.bare == nil || !u.bare(l)), true
