@@ -118,8 +118,12 @@ type Field struct {
 //go:embed presets/*.toml
 var presetFS embed.FS
 
-// presets are the shipped mappings by name.
-var presets = map[string]*Mapping{}
+// presets are the shipped mappings by name; presetNames, sorted, is the
+// order detection asks them in.
+var (
+	presets     = map[string]*Mapping{}
+	presetNames []string
+)
 
 func init() {
 	entries, _ := presetFS.ReadDir("presets")
@@ -130,8 +134,10 @@ func init() {
 			panic(fmt.Sprintf("preset %s: %v", e.Name(), err))
 		}
 		presets[m.Name] = m
+		presetNames = append(presetNames, m.Name)
 		formats[m.Name] = func(string) decoder { return &mapped{m: m} }
 	}
+	sort.Strings(presetNames)
 }
 
 // ParseMapping reads a mapping file; unknown keys are errors.
@@ -182,12 +188,7 @@ func LoadMapping(file string) (*Mapping, error) {
 
 // detectPreset names a preset whose detect keys the first line has.
 func detectPreset(obj map[string]json.RawMessage) string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range presetNames {
 		m := presets[n]
 		for _, set := range m.Detect {
 			all := len(set) > 0
@@ -210,12 +211,7 @@ func detectText(line []byte) string {
 	if len(line) == 0 {
 		return ""
 	}
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range presetNames {
 		for i := range presets[n].Text {
 			if t := &presets[n].Text[i]; t.Detect && t.re.MatchString(string(line)) {
 				return n
@@ -626,6 +622,8 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		r.target = "(not recorded)"
 		r.nr = append(r.nr, activity.FactArguments)
 	}
+	r.status, _ = strconv.Atoi(m.Status.value(doc))
+	r.flags = splitFlags(m.Flags.values(doc))
 	mcpMethod, mcpName := m.MCPMethod.value(doc), m.MCPName.value(doc)
 	r.args = json.RawMessage("{}")
 	if body := m.Body.value(doc); body != "" {
@@ -640,8 +638,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 	if mcpMethod != "" || len(m.MCPMethod.From) > 0 && mcpPath(p) {
 		if mcpMethod == "" {
 			d.mcpUnknown++
-			status, _ := strconv.Atoi(m.Status.value(doc))
-			if flags := m.Flags.values(doc); status == 0 || m.NoAnswer.holds(doc, splitFlags(flags), status) {
+			if r.status == 0 || m.NoAnswer.holds(doc, r.flags, r.status) {
 				d.mcpUnknownNoAnswer++
 			}
 			k.notRecorded("mcp method")
@@ -676,8 +673,6 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	r.status, _ = strconv.Atoi(m.Status.value(doc))
-	r.flags = splitFlags(m.Flags.values(doc))
 	if d.hops.seenAt(m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}) {
 		d.hopLines++
 		return nil
