@@ -41,6 +41,7 @@ var storeTests = []struct {
 	{"TablesProvenByTheLog", testTablesProvenByTheLog},
 	{"LeaseClaimedOnce", testLeaseClaimedOnce},
 	{"PartialIDsIgnoreCase", testPartialIDsIgnoreCase},
+	{"ImportedRequestsByRequestID", testImportedRequestsByRequestID},
 }
 
 func TestStore(t *testing.T) {

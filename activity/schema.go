@@ -338,6 +338,14 @@ CREATE INDEX IF NOT EXISTS mcp_sessions_opened ON mcp_sessions(opened_ms);
 	`
 DROP INDEX IF EXISTS executions_effect;
 `,
+	// 17: a request two proxies logged, in files imported apart, is one
+	// send (the importers' hop rule): an import finds the other file's
+	// line by the proxy's request id (Tx.ImportedRequests). Partial on
+	// MinRequestID: the gateway's calls (no source) and short JSON-RPC
+	// ids pay nothing.
+	`
+CREATE INDEX calls_request_id ON calls(jsonrpc_id) WHERE source_id IS NOT NULL AND length(jsonrpc_id) >= 16;
+`,
 }
 
 // UnresolvedStates are the states executions_one_unresolved covers: an

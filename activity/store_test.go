@@ -915,7 +915,7 @@ func TestMigrationFromVersion1(t *testing.T) {
 		"DROP INDEX sources_content", "ALTER TABLE sources DROP COLUMN content_sha256", "DROP INDEX approvals_execution",
 		"DROP INDEX calls_source_record", "ALTER TABLE sources DROP COLUMN unsigned_from", "DROP INDEX executions_by_effect", "DROP INDEX executions_seq",
 		"DROP INDEX sources_origin", "ALTER TABLE sources DROP COLUMN origin", "ALTER TABLE sources DROP COLUMN head",
-		"DROP INDEX executions_replica", "DROP TABLE replicas", "DROP TABLE mcp_sessions", "DROP TABLE mcp_events", "DROP INDEX calls_run", "DROP INDEX runs_open"}
+		"DROP INDEX executions_replica", "DROP TABLE replicas", "DROP TABLE mcp_sessions", "DROP TABLE mcp_events", "DROP INDEX calls_run", "DROP INDEX runs_open", "DROP INDEX calls_request_id"}
 	for table, cols := range map[string][]string{ // migrations 3, 4 and 13's columns
 		"executions": {"created", "replayed", "source_record", "replica"}, "calls": {"source_record"}, "runs": {"source_record"},
 		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows", "replica"},
@@ -1275,4 +1275,86 @@ func testPartialIDsIgnoreCase(t *testing.T, eng activitytest.Engine) {
 			t.Errorf("%q: %v %v, want %s", typed, got, err, want)
 		}
 	}
+}
+
+// testImportedRequestsByRequestID: an import finds what other imports
+// read under a proxy's request id (when, until when, what), never the
+// gateway's own calls, its own source's, or a short id.
+func testImportedRequestsByRequestID(t *testing.T, eng activitytest.Engine) {
+	s, _ := eng.Open(t, activity.Options{})
+	const rid = "84961386-6d84-929d-98bd-c5aee93b5c88"
+	start := time.Date(2026, 3, 2, 10, 15, 4, 409_000_000, time.UTC)
+	var a, b activity.SourceID
+	var any0 bool
+	write := func(src *activity.SourceID, id string, end time.Time) func(w *activity.Tx) error {
+		return func(w *activity.Tx) error {
+			var at activity.Provenance
+			if src != nil {
+				if *src == "" {
+					got, err := w.AddSource(activity.Source{Format: "envoy", File: "access.log"})
+					if err != nil {
+						return err
+					}
+					*src = got.ID
+				}
+				at = activity.Provenance{Source: *src, Line: 1}
+			}
+			eid := activity.NewExecutionID(start)
+			c, err := w.RecordCall(activity.Call{Actor: "proxy-client:unknown", Method: "http", Tool: "http POST payments:8000/v1/payments",
+				ReceivedAt: start, JSONRPCID: activity.Some(id), Disposition: activity.DispositionNewExecution, ExecutionID: eid, Source: at})
+			if err != nil {
+				return err
+			}
+			if _, err := w.Accept(activity.Execution{ID: eid, Action: activity.Action{Actor: "proxy-client:unknown", Tool: c.Tool, Channel: activity.ChannelHTTP,
+				Target: "payments:8000/v1/payments", Method: "POST", Arguments: []byte("null")}, Contract: activity.ContractBlockedAfterUnknown,
+				CreatedByCall: c.ID, Times: activity.Times{Accepted: activity.Some(start)}, Source: at}); err != nil {
+				return err
+			}
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched} {
+				if _, err := w.Transition(activity.Transition{ExecutionID: eid, To: to, At: activity.Some(start)}); err != nil {
+					return err
+				}
+			}
+			if !end.IsZero() {
+				_, err = w.Transition(activity.Transition{ExecutionID: eid, To: activity.StateSucceeded, At: activity.Some(end), TargetStatus: activity.Some(201)})
+			}
+			return err
+		}
+	}
+	check := func(what string, fn func(w *activity.Tx) error) {
+		t.Helper()
+		if _, err := s.Write(ctx, fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	check("gateway call", write(nil, rid, start.Add(time.Second)))
+	check("short id", write(&a, "17", start.Add(time.Second)))
+	check("asked", func(w *activity.Tx) (err error) { any0, err = w.AnyImportedRequestID(); return err })
+	if any0 {
+		t.Errorf("only the gateway's calls and a short id hold the request id, yet an import is said to hold one")
+	}
+	end := start.Add(40 * time.Millisecond)
+	check("imported", write(&a, rid, end))
+	check("without an end", write(&b, rid, time.Time{}))
+	check("read", func(w *activity.Tx) error {
+		anyNow, err := w.AnyImportedRequestID()
+		if err != nil || !anyNow {
+			return fmt.Errorf("after an import under %s: %v %v", rid, anyNow, err)
+		}
+		got, err := w.ImportedRequests(rid, b)
+		if err != nil {
+			return err
+		}
+		want := []activity.ImportedRequest{{Start: start, End: end, Method: "POST", Target: "payments:8000/v1/payments"}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("other imports than b: %v, want %v", got, want)
+		}
+		if got, err = w.ImportedRequests(rid, a); err != nil || len(got) != 1 || !got[0].End.Equal(start) {
+			return fmt.Errorf("other imports than a: %v %v, want b's, ending when it started", got, err)
+		}
+		if got, err = w.ImportedRequests("17", ""); err != nil || got != nil {
+			return fmt.Errorf("a short id: %v %v", got, err)
+		}
+		return nil
+	})
 }

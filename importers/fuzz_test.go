@@ -144,6 +144,10 @@ func (m *memRecorder) KnownCall(string, activity.Call, []string) (activity.Sourc
 }
 func (m *memRecorder) ImportedFormat(string) (bool, error)                    { return false, nil }
 func (m *memRecorder) ImportedHead(string) (activity.SourceID, string, error) { return "", "", nil }
+func (m *memRecorder) AnyImportedRequestID() (bool, error)                    { return false, nil }
+func (m *memRecorder) ImportedRequests(string, activity.SourceID) ([]activity.ImportedRequest, error) {
+	return nil, nil
+}
 
 // TestMemRecorderDecodesLikeTheStore: the fuzzers' recorder reads the
 // fixtures to the same counts as the real store, so what is fuzzed is

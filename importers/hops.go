@@ -1,6 +1,12 @@
 package importers
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
 
 // A request through a mesh is logged once by each proxy it crosses (an
 // Istio sidecar on the caller's side and one on the target's, a front
@@ -9,11 +15,13 @@ import "time"
 // within the first's time (it started after and ended before), with the
 // same method and path. A client's resend starts after its first attempt
 // ended, or after the proxy logged it gone (Envoy's DC): not within it.
+//
+// Each proxy writes its own log (one file per sidecar), so the other line
+// is often in another file: one imported with this one, or before it.
+// The store is asked for those (sink.importedHop).
 
-// minHopID is the shortest request id taken for a proxy's: x-request-id is
-// a UUID, nginx's $request_id 32 hex digits. Shorter ids (JSON-RPC's 1, 2,
-// 3 …) repeat across sessions.
-const minHopID = 16
+// minHopID is the shortest request id taken for a proxy's.
+const minHopID = activity.MinRequestID
 
 // maxHops bounds each generation of remembered requests; two generations
 // are kept, so the most recent maxHops to 2×maxHops.
@@ -48,6 +56,41 @@ func (x *hopIndex) seenAt(id string, h hop) bool {
 	}
 	x.cur[id] = h
 	return false
+}
+
+// importedHop reports whether a file imported before this one holds h's
+// request under its request id, seen at another proxy, or the very line
+// (again: the same target and times, as a longer copy of a log holds).
+// The store is asked only once it holds a request id from any import
+// (asked once a file).
+func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err error) {
+	if len(id) < minHopID {
+		return false, false, nil
+	}
+	if !k.hopsAsked {
+		k.hopsAsked = true
+		prior, err := k.w.AnyImportedRequestID()
+		if err != nil {
+			return false, false, fmt.Errorf("import %s: %w", k.file, err)
+		}
+		k.hopsPrior = prior
+	}
+	if !k.hopsPrior {
+		return false, false, nil
+	}
+	imported, err := k.w.ImportedRequests(id, k.src)
+	if err != nil {
+		return false, false, fmt.Errorf("import %s: %w", k.file, err)
+	}
+	for _, o := range imported {
+		// The other proxy may name the host otherwise (a front proxy's
+		// public name, a sidecar's service name): the path must agree.
+		other := hop{start: o.Start, end: o.End, method: o.Method, path: h.path}
+		if o.Method == h.method && strings.HasSuffix(o.Target, h.path) && (within(h, other) || within(other, h)) {
+			return true, o.Target == target && o.Start.Equal(h.start) && o.End.Equal(h.end), nil
+		}
+	}
+	return false, false, nil
 }
 
 // within reports whether a lies inside b's time.

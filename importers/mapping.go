@@ -486,6 +486,7 @@ type mapped struct {
 	mcpUnknown, mcpUnknownNoAnswer int64
 	hops                           hopIndex
 	hopLines                       int64 // a request seen again by another proxy it crossed
+	againLines                     int64 // lines an earlier import holds already (a longer copy of its log)
 	mcpCalls                       int64 // MCP tool calls through the proxy
 	withArgs                       int64 // records whose arguments the log holds
 	runs                           map[string]activity.RunID
@@ -497,7 +498,10 @@ func (d *mapped) note() string {
 		n += fmt.Sprintf(", %d MCP messages that are not tool calls", d.mcpOther)
 	}
 	if d.hopLines > 0 {
-		n += fmt.Sprintf(", %d lines of a request already read, logged again by another proxy it crossed (the same request id, within the first line's time): one send", d.hopLines)
+		n += fmt.Sprintf(", %d lines of a request already read (here or in a file imported before), logged again by another proxy it crossed (the same request id, within the first line's time): one send", d.hopLines)
+	}
+	if d.againLines > 0 {
+		n += fmt.Sprintf(", %d lines a file imported before holds already (the same request id, target and times), not imported again", d.againLines)
 	}
 	if d.mcpUnknown > 0 {
 		n += fmt.Sprintf(", %d MCP messages whose method the log does not show (not imported: a tool call cannot be told from initialize or tools/list; log the Mcp-Method header or the request body to see them", d.mcpUnknown)
@@ -557,7 +561,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		k.count()
 		return nil
 	})
-	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
+	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
 		// Every line passed over: another format, or a log_format of the
 		// operator's own, not an empty log.
 		read := "JSON with this mapping's keys"
@@ -673,7 +677,18 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	if d.hops.seenAt(m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}) {
+	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}
+	seen, again := d.hops.seenAt(rid, h), false
+	if !seen {
+		if seen, again, err = k.importedHop(rid, r.target, h); err != nil {
+			return err
+		}
+	}
+	switch {
+	case again:
+		d.againLines++
+		return nil
+	case seen:
 		d.hopLines++
 		return nil
 	}
@@ -698,7 +713,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 	if session != "" {
 		r.call.SessionID = activity.Some(session)
 	}
-	if rid := m.RequestID.value(doc); rid != "" {
+	if rid != "" {
 		r.call.JSONRPCID = activity.Some(rid)
 	}
 	return d.sends(k, n, doc, &r)

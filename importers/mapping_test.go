@@ -2,6 +2,7 @@ package importers
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -209,6 +210,51 @@ func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
 		}
 		if hop := strings.Contains(rep.Note, "logged again by another proxy"); hop != (c.sends == 1) {
 			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+}
+
+// TestRequestLoggedInTwoFilesIsOneSend: each sidecar writes its own log,
+// so a request's two lines are in two files, imported together or apart,
+// in either order: one send. A resend under the same id in another file
+// stays a send; a longer copy of a log imported before adds only its new
+// lines.
+func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
+	// istio.io's pair again: the sleep pod's sidecar, then httpbin's.
+	client := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+`
+	server := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
+`
+	first := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	resend := `[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	for _, c := range []struct {
+		name  string
+		files []string
+		sends int64
+		note  string // in the last file's note
+	}{
+		{"client's sidecar, then the server's", []string{client, server}, 1, "logged again by another proxy"},
+		{"server's sidecar, then the client's", []string{server, client}, 1, "logged again by another proxy"},
+		{"a resend in another file", []string{first, resend}, 2, ""},
+		{"a longer copy of a log", []string{first, first + resend}, 2, "1 lines a file imported before holds already"},
+	} {
+		s := newStore(t)
+		var sends int64
+		var note string
+		for i, f := range c.files {
+			rep, err := Import(ctx, s, writeFile(t, fmt.Sprintf("access-%d.log", i), []byte(f)), Options{Format: "envoy"})
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			sends, note = sends+rep.Executions, rep.Note
+		}
+		if sends != c.sends {
+			t.Errorf("%s: %d executions, want %d (%s)", c.name, sends, c.sends, note)
+		}
+		if c.note == "" && strings.Contains(note, "imported before") || c.note != "" && !strings.Contains(note, c.note) {
+			t.Errorf("%s: the note says %q", c.name, note)
 		}
 	}
 }

@@ -33,6 +33,8 @@ type recorder interface {
 	KnownCall(format string, c activity.Call, records []string) (activity.SourceID, error)
 	ImportedFormat(format string) (bool, error)
 	ImportedHead(origin string) (activity.SourceID, string, error)
+	AnyImportedRequestID() (bool, error)
+	ImportedRequests(id string, except activity.SourceID) ([]activity.ImportedRequest, error)
 }
 
 type sink struct {
@@ -54,6 +56,9 @@ type sink struct {
 	// unsignedFrom is the first line of records nothing signs (the
 	// source's UnsignedFrom); 0: none.
 	unsignedFrom int64
+	// hopsAsked, hopsPrior: whether the store was asked if an import
+	// holds request ids, and its answer (importedHop).
+	hopsAsked, hopsPrior bool
 	// origin and head: where an mcpdup export's import ended in its log
 	// (the source's Origin and Head).
 	origin, head string
