@@ -93,7 +93,14 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 	return false, false, nil
 }
 
+// hopSlack is how far a line may lie outside the other's time and still
+// be within it. Proxies log whole milliseconds, start and duration each
+// truncated, so a line's end shows up to 2 ms early, and the other
+// line's by as much: the inner line may seem to end just after the outer.
+// Two proxies' clocks (a sidecar on each node) differ by a few ms more.
+const hopSlack = 5 * time.Millisecond
+
 // within reports whether a lies inside b's time.
 func within(a, b hop) bool {
-	return !a.start.Before(b.start) && !a.end.After(b.end)
+	return !a.start.Before(b.start.Add(-hopSlack)) && !a.end.After(b.end.Add(hopSlack))
 }

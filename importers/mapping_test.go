@@ -194,13 +194,18 @@ func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
 	resend := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
 [2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
 `
+	// The target's sidecar started 1 ms later and took as long, each
+	// logged in whole milliseconds: its line ends 1 ms after the first's.
+	rounded := `[2026-03-02T10:15:04.409Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:80" outbound|8000||payments.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+[2026-03-02T10:15:04.410Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.payments.foo.svc.cluster.local default
+`
 	shortIDs := `{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":900,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
 {"start_time":"2026-03-02T10:15:04.100Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":300,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
 `
 	for _, c := range []struct {
 		name, log string
 		sends     int64
-	}{{"two hops", mesh, 1}, {"a resend after the first ended", resend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
+	}{{"two hops", mesh, 1}, {"two hops, each line rounded to the ms", rounded, 1}, {"a resend after the first ended", resend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
 		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "envoy"})
 		if err != nil {
 			t.Fatal(err)
