@@ -405,10 +405,13 @@ type Source struct {
 	// packaging: decompressed, CRLF read as LF, trailing blank space
 	// dropped. The same log gzipped, or saved again with a final newline,
 	// is the same content and is not imported twice.
-	Content    string    `json:"content_sha256,omitempty"`
-	ImportedAt time.Time `json:"imported_at"`
-	Records    int64     `json:"records"`
-	Skipped    int64     `json:"skipped"`
+	Content string `json:"content_sha256,omitempty"`
+	// ContentSize is how many bytes Content hashes: a longer file whose
+	// first ContentSize bytes hash to Content is this log, grown.
+	ContentSize int64     `json:"content_size,omitempty"`
+	ImportedAt  time.Time `json:"imported_at"`
+	Records     int64     `json:"records"`
+	Skipped     int64     `json:"skipped"`
 	// Note says what the source could not show or how it was checked, e.g.
 	// "intent and result rows paired by session+tool+args" or
 	// "chain verified".

@@ -412,6 +412,27 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 	return out, rows.Err()
 }
 
+// ShorterSources returns the newest imports (at most 16) of this format
+// whose content is shorter than size bytes: the ones a file of that size
+// may be a longer copy of (Source.ContentSize).
+func (s *Store) ShorterSources(ctx context.Context, format string, size int64) ([]Source, error) {
+	rows, err := s.query(ctx, sourceSelect+`
+		WHERE format = ? AND content_size > 0 AND content_size < ? ORDER BY seq DESC LIMIT 16`, format, size)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	defer rows.Close()
+	var out []Source
+	for rows.Next() {
+		src, err := scanSource(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, src)
+	}
+	return out, rows.Err()
+}
+
 // SourceBySHA256 finds the import of a file with this sha256, or of the
 // same content (Source.Content) however packaged, or returns ErrNotFound.
 func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source, error) {
@@ -431,18 +452,18 @@ func (s *Store) SourceBySHA256(ctx context.Context, sum, content string) (Source
 }
 
 // sourceSelect reads the sources columns scanSource scans.
-const sourceSelect = `SELECT id, format, file, sha256, imported_at, records, skipped, note, unsigned_from, origin, head FROM sources`
+const sourceSelect = `SELECT id, format, file, sha256, imported_at, records, skipped, note, unsigned_from, origin, head, content_sha256, content_size FROM sources`
 
 func scanSource(row rowScanner) (Source, error) {
 	var src Source
-	var file, sha, note, origin, head sql.NullString
-	var unsigned sql.NullInt64
+	var file, sha, note, origin, head, content sql.NullString
+	var unsigned, size sql.NullInt64
 	var at string
-	if err := row.Scan(&src.ID, &src.Format, &file, &sha, &at, &src.Records, &src.Skipped, &note, &unsigned, &origin, &head); err != nil {
+	if err := row.Scan(&src.ID, &src.Format, &file, &sha, &at, &src.Records, &src.Skipped, &note, &unsigned, &origin, &head, &content, &size); err != nil {
 		return Source{}, err
 	}
 	src.File, src.SHA256, src.Note, src.UnsignedFrom = file.String, sha.String, note.String, unsigned.Int64
-	src.Origin, src.Head = origin.String, head.String
+	src.Origin, src.Head, src.Content, src.ContentSize = origin.String, head.String, content.String, size.Int64
 	var err error
 	src.ImportedAt, err = parseTime(at)
 	return src, err

@@ -342,9 +342,11 @@ DROP INDEX IF EXISTS executions_effect;
 	// send (the importers' hop rule): an import finds the other file's
 	// line by the proxy's request id (Tx.ImportedRequests). Partial on
 	// MinRequestID: the gateway's calls (no source) and short JSON-RPC
-	// ids pay nothing.
+	// ids pay nothing. And a log that grew since it was imported is
+	// known by its first Source.ContentSize bytes (Store.ShorterSources).
 	`
 CREATE INDEX calls_request_id ON calls(jsonrpc_id) WHERE source_id IS NOT NULL AND length(jsonrpc_id) >= 16;
+ALTER TABLE sources ADD COLUMN content_size INTEGER;
 `,
 }
 

@@ -915,7 +915,7 @@ func TestMigrationFromVersion1(t *testing.T) {
 		"DROP INDEX sources_content", "ALTER TABLE sources DROP COLUMN content_sha256", "DROP INDEX approvals_execution",
 		"DROP INDEX calls_source_record", "ALTER TABLE sources DROP COLUMN unsigned_from", "DROP INDEX executions_by_effect", "DROP INDEX executions_seq",
 		"DROP INDEX sources_origin", "ALTER TABLE sources DROP COLUMN origin", "ALTER TABLE sources DROP COLUMN head",
-		"DROP INDEX executions_replica", "DROP TABLE replicas", "DROP TABLE mcp_sessions", "DROP TABLE mcp_events", "DROP INDEX calls_run", "DROP INDEX runs_open", "DROP INDEX calls_request_id"}
+		"DROP INDEX executions_replica", "DROP TABLE replicas", "DROP TABLE mcp_sessions", "DROP TABLE mcp_events", "DROP INDEX calls_run", "DROP INDEX runs_open", "DROP INDEX calls_request_id", "ALTER TABLE sources DROP COLUMN content_size"}
 	for table, cols := range map[string][]string{ // migrations 3, 4 and 13's columns
 		"executions": {"created", "replayed", "source_record", "replica"}, "calls": {"source_record"}, "runs": {"source_record"},
 		"transitions": {"created", "replayed", "implied", "source_id", "source_line", "source_record", "shows", "replica"},

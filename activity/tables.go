@@ -26,7 +26,7 @@ type table struct {
 var (
 	sourcesTable = &table{name: "sources", key: 0, seqCol: 8,
 		cols: []string{"id", "format", "file", "sha256", "imported_at", "records", "skipped", "note", "seq", "content_sha256", "unsigned_from",
-			"origin", "head"}}
+			"origin", "head", "content_size"}}
 	runsTable = &table{name: "runs", key: 0, seqCol: 9, mutable: []string{"ended_at"},
 		cols: []string{"id", "actor", "identified_by", "evidence", "started_at", "ended_at", "detail", "source_id", "source_line", "seq", "source_record"}}
 	grantsTable = &table{name: "grants", key: 0, seqCol: 0,
@@ -154,6 +154,7 @@ func sourceRow(b rowBuilder, src Source, seq int64) {
 	b.intOrNull(src.UnsignedFrom)
 	b.strOrNull(src.Origin)
 	b.strOrNull(src.Head)
+	b.intOrNull(src.ContentSize)
 }
 
 func runRow(b rowBuilder, run Run, seq int64) {

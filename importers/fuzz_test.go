@@ -42,7 +42,7 @@ func fuzzImport(f *testing.F, format string) {
 		defer in.Close()
 		rep := FileReport{File: path, Format: format}
 		w := newMemRecorder()
-		err = decodeInto(ctx, w, formats[format](path), in, path, "sum", "content", int64(len(data)), &Options{Format: format, SkipBad: skip}, &rep)
+		err = decodeInto(ctx, w, formats[format](path), in, path, fileSums{stored: "sum", content: "content", size: int64(len(data))}, grownFrom{}, &Options{Format: format, SkipBad: skip}, &rep)
 		if err == nil && (rep.Skipped > rep.Read || (!skip && rep.Skipped > 0)) {
 			t.Fatalf("report does not add up: %+v", rep)
 		}
@@ -164,7 +164,7 @@ func TestMemRecorderDecodesLikeTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := FileReport{File: file, Format: format}
-		err = decodeInto(ctx, newMemRecorder(), formats[format](file), in, file, "", "", 0, &Options{Format: format}, &rep)
+		err = decodeInto(ctx, newMemRecorder(), formats[format](file), in, file, fileSums{}, grownFrom{}, &Options{Format: format}, &rep)
 		in.Close()
 		if err != nil || rep.Executions != real.Executions || rep.Calls != real.Calls || rep.Read != real.Read || rep.Noise != real.Noise {
 			t.Errorf("%s: memory %+v (%v), store %+v", format, rep, err, real)

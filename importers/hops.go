@@ -60,7 +60,8 @@ func (x *hopIndex) seenAt(id string, h hop) bool {
 
 // importedHop reports whether a file imported before this one holds h's
 // request under its request id, seen at another proxy, or the very line
-// (again: the same target and times, as a longer copy of a log holds).
+// (again: the same target and times, as two overlapping exports of one
+// log hold; a log that grew is known before, by its content: grown.go).
 // The store is asked only once it holds a request id from any import
 // (asked once a file).
 func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err error) {

@@ -69,6 +69,10 @@ type FileReport struct {
 	// are not imported twice, so a re-export never changes a verdict.
 	Repeated     int64               `json:"repeated"`
 	RepeatedFrom []activity.SourceID `json:"repeated_from,omitempty"`
+	// Held counts the first lines an earlier import (HeldIn) holds: the
+	// file is that log, grown since. They are not imported again.
+	Held   int64             `json:"held_lines,omitempty"`
+	HeldIn activity.SourceID `json:"held_in,omitempty"`
 	// Noise counts lines that are not part of the protocol (a server's
 	// stderr in a host log, a log/slog line, a wrapped entry): recognised
 	// and passed over, not errors.
@@ -163,16 +167,16 @@ func (e *LineError) Unwrap() error { return e.Err }
 func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
 	start := time.Now()
 	rep := FileReport{File: path}
-	sum, content, size, err := fileSum(path)
+	sums, err := fileSum(path)
 	if err != nil {
 		return rep, fmt.Errorf("import %s: %w", path, err)
 	}
-	rep.SHA256 = sum
-	prior, err := s.SourceBySHA256(ctx, sum, content)
+	rep.SHA256 = sums.stored
+	prior, err := s.SourceBySHA256(ctx, sums.stored, sums.content)
 	if opts.SeenIn != nil && errors.Is(err, activity.ErrNotFound) {
 		// A dry run: the real database first, then what this run would
 		// already have added (a copy of a file given twice).
-		prior, err = opts.SeenIn.SourceBySHA256(ctx, sum, content)
+		prior, err = opts.SeenIn.SourceBySHA256(ctx, sums.stored, sums.content)
 	}
 	if err == nil {
 		rep.AlreadyImported, rep.Source, rep.Format = true, prior.ID, prior.Format
@@ -208,6 +212,21 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		}
 		dec = newDecoder(path)
 	}
+	grown, err := shorterCopy(ctx, s, &opts, path, rep.Format, sums)
+	if err != nil {
+		return rep, fmt.Errorf("import %s: %w", path, err)
+	}
+	if grown.lines > 0 {
+		switch dec.(type) {
+		case *mapped: // each line is a request of its own: the rest is imported
+		case *mcpLog, *sallyport:
+			return rep, fmt.Errorf("import %s: its first %d lines are %s (%s, imported %s), a shorter copy of this log; "+
+				"this format pairs a call with its answer across lines, so the rest alone would lose pairs and the whole would hold those lines twice: "+
+				"import the longer file into a database of its own (--db)", path, grown.lines, grown.src.ID, grown.src.File, grown.src.ImportedAt.UTC().Format(time.RFC3339))
+		default:
+			grown = grownFrom{} // its records are known by their ids (OTLP), or it continues by its chain (mcpdup)
+		}
+	}
 	in, err := openLines(path)
 	if err != nil {
 		return rep, fmt.Errorf("import %s: %w", path, err)
@@ -215,7 +234,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	defer in.Close()
 	defer gctune.Raise(importGCPercent)()
 	_, err = s.WriteBulk(ctx, func(w *activity.Tx) error {
-		return decodeInto(ctx, w, dec, in, path, sum, content, size, &opts, &rep)
+		return decodeInto(ctx, w, dec, in, path, sums, grown, &opts, &rep)
 	})
 	rep.DurationMS = time.Since(start).Milliseconds()
 	if errors.Is(err, errDryRun) {
@@ -236,9 +255,9 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 
 // decodeInto reads a file through its decoder into w and records the
 // source; a dry run ends with errDryRun, so nothing is kept.
-func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, sum, content string, size int64, opts *Options, rep *FileReport) error {
+func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path string, sums fileSums, grown grownFrom, opts *Options, rep *FileReport) error {
 	k := &sink{w: w, file: path, opts: opts, skip: opts.SkipBad, rep: rep, src: activity.NewSourceID(w.Now()),
-		progress: opts.Progress, size: size, in: in, priorFormat: -1}
+		progress: opts.Progress, size: sums.size, in: in, priorFormat: -1, held: grown.lines}
 	if err := dec.decode(ctx, in, k); err != nil {
 		return err
 	}
@@ -255,8 +274,12 @@ func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path, s
 	if rep.Repeated > 0 {
 		rep.Note += fmt.Sprintf(" %d records are ones already held (recognised by their ids): not imported again.", rep.Repeated)
 	}
+	if grown.lines > 0 {
+		rep.Held, rep.HeldIn = grown.lines, grown.src.ID
+		rep.Note += " " + grown.note()
+	}
 	rep.Read = k.seen
-	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sum, Content: content,
+	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sums.stored, Content: sums.content, ContentSize: sums.contentSize,
 		Records: rep.Read - rep.Skipped - rep.Repeated, Skipped: rep.Skipped, Note: rep.Note, UnsignedFrom: k.unsignedFrom,
 		Origin: k.origin, Head: k.head})
 	if err != nil {

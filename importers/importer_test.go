@@ -270,10 +270,10 @@ func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
 	// One changed byte is another log: it is not taken for this one.
 	p := filepath.Join(dir, "changed.jsonl")
 	os.WriteFile(p, bytes.Replace(src, []byte(`"span`), []byte(`"Span`), 1), 0o600)
-	if stored, _, _, err := fileSum(p); err != nil || stored == rep.SHA256 {
+	if sums, err := fileSum(p); err != nil || sums.stored == rep.SHA256 {
 		t.Fatalf("a changed file has the original's identity: %v", err)
 	}
-	if _, c1, _, _ := fileSum(p); c1 == contentOf(t, first) {
+	if sums, _ := fileSum(p); sums.content == contentOf(t, first) {
 		t.Fatal("a changed log has the original's content identity")
 	}
 }
@@ -376,11 +376,11 @@ func verdicts(t *testing.T, s *activity.Store) string {
 
 func contentOf(t *testing.T, path string) string {
 	t.Helper()
-	_, c, _, err := fileSum(path)
+	sums, err := fileSum(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return sums.content
 }
 
 // TestHostileNestingIsAnError: a few megabytes of nesting in any format
@@ -426,11 +426,12 @@ func TestContentHashHoldsLittle(t *testing.T) {
 		}
 	}
 	// CRLF split across writes is still one line end.
-	a, b := &contentHash{h: sha256.New()}, &contentHash{h: sha256.New()}
+	ha, hb := sha256.New(), sha256.New()
+	a, b := &contentHash{h: ha}, &contentHash{h: hb}
 	a.Write([]byte("one\r"))
 	a.Write([]byte("\ntwo\r\n"))
 	b.Write([]byte("one\ntwo"))
-	if !bytes.Equal(a.h.Sum(nil), b.h.Sum(nil)) {
+	if !bytes.Equal(ha.Sum(nil), hb.Sum(nil)) || a.n != b.n {
 		t.Fatal("a CRLF cut between writes changed the content identity")
 	}
 }

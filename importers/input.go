@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -20,35 +19,54 @@ import (
 // file is refused rather than read into memory.
 const maxLine = 256 << 20
 
-// fileSum returns the sha256 of the file as stored (compressed or not)
-// and of its content (Source.Content), in one read: the same log imported
+// fileSums identify a file: its sha256 as stored (compressed or not),
+// its content's (Source.Content) and that content's length, and the
+// stored size.
+type fileSums struct {
+	stored, content   string
+	contentSize, size int64
+}
+
+// fileSum reads the file's sums in one read: the same log imported
 // twice, gzipped or not, is recognised before anything is parsed.
-func fileSum(path string) (stored, content string, size int64, err error) {
+func fileSum(path string) (fileSums, error) {
+	raw, ch := sha256.New(), sha256.New()
+	norm := &contentHash{h: ch}
+	size, err := readContent(path, raw, norm)
+	if err != nil {
+		return fileSums{}, err
+	}
+	return fileSums{stored: hex.EncodeToString(raw.Sum(nil)), content: hex.EncodeToString(ch.Sum(nil)),
+		contentSize: norm.n, size: size}, nil
+}
+
+// readContent copies the file's content (through gzip when it is
+// compressed) to content, and its stored bytes to raw; it returns the
+// stored size.
+func readContent(path string, raw io.Writer, content io.Writer) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", "", 0, err
+		return 0, err
 	}
 	defer f.Close()
-	raw := sha256.New()
 	counted := &countingReader{r: io.TeeReader(f, raw)}
 	br := bufio.NewReaderSize(counted, 1<<20)
 	var body io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return "", "", 0, fmt.Errorf("%s: gzip: %w", path, err)
+			return 0, fmt.Errorf("%s: gzip: %w", path, err)
 		}
 		defer gz.Close()
 		body = gz
 	}
-	norm := &contentHash{h: sha256.New()}
-	if _, err := io.Copy(norm, body); err != nil {
-		return "", "", 0, fmt.Errorf("read %s: %w", path, err)
+	if _, err := io.Copy(content, body); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil { // what gzip left: still part of the stored bytes
-		return "", "", 0, fmt.Errorf("read %s: %w", path, err)
+		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	return hex.EncodeToString(raw.Sum(nil)), hex.EncodeToString(norm.h.Sum(nil)), counted.n.Load(), nil
+	return counted.n.Load(), nil
 }
 
 // contentHash hashes text as its lines say it: "\r\n" as "\n", and
@@ -56,7 +74,8 @@ func fileSum(path string) (stored, content string, size int64, err error) {
 // blank run is held back only up to maxHeldBlank bytes (past that it is
 // content, and hashed), so memory and time stay linear whatever the file.
 type contentHash struct {
-	h    hash.Hash
+	h    io.Writer
+	n    int64  // bytes written to h
 	held []byte // trailing blank space, written once something follows
 	cr   bool   // a '\r' withheld: a '\n' next makes it one line end
 }
@@ -87,13 +106,18 @@ func (c *contentHash) emit(b []byte) {
 	if c.cr {
 		c.cr = false
 		if b[0] != '\n' {
-			c.h.Write([]byte{'\r'})
+			c.write([]byte{'\r'})
 		}
 	}
 	if b[len(b)-1] == '\r' {
 		c.cr, b = true, b[:len(b)-1]
 	}
-	c.h.Write(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
+	c.write(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
+}
+
+func (c *contentHash) write(b []byte) {
+	c.h.Write(b)
+	c.n += int64(len(b))
 }
 
 // lines reads a file line by line, through gzip when the file starts with
@@ -225,7 +249,7 @@ func eachLine(ctx context.Context, in *lines, k *sink, fn func(n int64, line []b
 		if err != nil {
 			return k.fail(in.Line(), err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || in.Line() <= k.held {
 			continue
 		}
 		if err := fn(in.Line(), line); err != nil {

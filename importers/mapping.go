@@ -486,7 +486,7 @@ type mapped struct {
 	mcpUnknown, mcpUnknownNoAnswer int64
 	hops                           hopIndex
 	hopLines                       int64 // a request seen again by another proxy it crossed
-	againLines                     int64 // lines an earlier import holds already (a longer copy of its log)
+	againLines                     int64 // lines an earlier import holds already (overlapping exports of one log)
 	mcpCalls                       int64 // MCP tool calls through the proxy
 	withArgs                       int64 // records whose arguments the log holds
 	runs                           map[string]activity.RunID

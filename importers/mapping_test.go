@@ -1,6 +1,8 @@
 package importers
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -243,7 +245,8 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 		{"client's sidecar, then the server's", []string{client, server}, 1, "logged again by another proxy"},
 		{"server's sidecar, then the client's", []string{server, client}, 1, "logged again by another proxy"},
 		{"a resend in another file", []string{first, resend}, 2, ""},
-		{"a longer copy of a log", []string{first, first + resend}, 2, "1 lines a file imported before holds already"},
+		{"a longer copy of a log", []string{first, first + resend}, 2, "a shorter copy of this log"},
+		{"exports of a log that overlap", []string{client + first, first + resend}, 3, "1 lines a file imported before holds already"},
 	} {
 		s := newStore(t)
 		var sends int64
@@ -322,5 +325,78 @@ func TestContainerLogWrappers(t *testing.T) {
 	}
 	if _, err := Import(ctx, newStore(t), writeFile(t, "sp.log", []byte(out.String())), Options{}); err == nil || !strings.Contains(err.Error(), "take them out first") {
 		t.Errorf("a wrapped sallyport log: %v", err)
+	}
+}
+
+// TestGrownLogImportsOnlyItsNewLines: an access log imported, then again
+// once it has grown, is the longer file's requests once each, whether the
+// first copy ended at a line end or mid-line, gzipped or not; a grown log
+// of a format that pairs lines across the cut is refused, not doubled.
+func TestGrownLogImportsOnlyItsNewLines(t *testing.T) {
+	full, err := os.ReadFile("testdata/mapping/nginx-text.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := Import(ctx, newStore(t), writeFile(t, "access.log", full), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := bytes.IndexByte(full[bytes.IndexByte(full, '\n')+1:], '\n') + bytes.IndexByte(full, '\n') + 1 // the second line's end
+	for _, c := range []struct {
+		name    string
+		first   []byte
+		held    int64
+		gzipped bool
+	}{
+		{"cut at a line end", full[:third+1], 2, false},
+		{"cut mid-line", full[:third+10], 2, false},
+		{"grown and gzipped", full[:third+1], 2, true},
+	} {
+		s := newStore(t)
+		first, err := Import(ctx, s, writeFile(t, "access.log", c.first), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		grown := full
+		if c.gzipped {
+			var b bytes.Buffer
+			z := gzip.NewWriter(&b)
+			z.Write(full)
+			z.Close()
+			grown = b.Bytes()
+		}
+		rep, err := Import(ctx, s, writeFile(t, "access.log.gz", grown), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := first.Executions + rep.Executions; got != alone.Executions || rep.Held != c.held || rep.HeldIn != first.Source {
+			t.Errorf("%s: %d + %d executions (%d lines held in %s), want %d as the whole log imported once (%d lines held in %s)",
+				c.name, first.Executions, rep.Executions, rep.Held, rep.HeldIn, alone.Executions, c.held, first.Source)
+		}
+		if !strings.Contains(rep.Note, "a shorter copy of this log") {
+			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+	// Another log that happens to start alike is not the first one grown.
+	s := newStore(t)
+	if _, err := Import(ctx, s, writeFile(t, "access.log", full[:third+1]), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	other := append(bytes.Replace(full[:third+1], []byte("/coffee"), []byte("/cocoa"), 1), full[third+1:]...)
+	if rep, err := Import(ctx, s, writeFile(t, "other.log", other), Options{}); err != nil || rep.Held != 0 {
+		t.Errorf("a log that is not the first one grown: %d lines held, %v", rep.Held, err)
+	}
+	// A Claude Desktop log, grown: refused, with the way out.
+	mcp, err := os.ReadFile("testdata/mcp-log/mcp-server-tickets.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = newStore(t)
+	half := mcp[:bytes.LastIndexByte(mcp[:len(mcp)/2], '\n')+1]
+	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", half), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", mcp), Options{}); err == nil || !strings.Contains(err.Error(), "a shorter copy of this log") || !strings.Contains(err.Error(), "--db") {
+		t.Errorf("a grown MCP log: %v", err)
 	}
 }

@@ -56,6 +56,9 @@ type sink struct {
 	// unsignedFrom is the first line of records nothing signs (the
 	// source's UnsignedFrom); 0: none.
 	unsignedFrom int64
+	// held: the file's first lines an earlier import holds (grownFrom),
+	// passed over.
+	held int64
 	// hopsAsked, hopsPrior: whether the store was asked if an import
 	// holds request ids, and its answer (importedHop).
 	hopsAsked, hopsPrior bool

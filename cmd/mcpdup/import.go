@@ -30,7 +30,10 @@ func (c *ImportCmd) Help() string {
 	return `Each file is imported whole, in one transaction, or not at all: a
 malformed record names the file, line and field and nothing of that file is
 written (--skip-bad skips such records and counts them). A file imported
-before (same sha256) adds nothing and says so. Every imported row keeps
+before (same sha256) adds nothing and says so; an access log that grew
+since it was imported adds only its new lines (a grown mcp-log or
+sallyport log is refused: its calls pair with answers across lines).
+Every imported row keeps
 its source, file and line; what a format does not record (delivery,
 authorization, which process called…) is marked "not recorded", so the
 analysis answers "unknown" rather than guessing.
