@@ -412,12 +412,65 @@ func (s *Store) Resolutions(ctx context.Context, id ExecutionID) ([]Resolution, 
 	return out, rows.Err()
 }
 
-// ShorterSources returns the newest imports (at most 16) of this format
-// whose content is shorter than size bytes: the ones a file of that size
-// may be a longer copy of (Source.ContentSize).
+// ImportedRequests returns what imports other than except read under
+// this request id: at most 64, none for an id shorter than MinRequestID.
+// A request ends at its latest step but an operator's (a resolution, days
+// later, is no part of what the proxy saw).
+func (s *Store) ImportedRequests(ctx context.Context, id string, except SourceID) ([]ImportedRequest, error) {
+	if len(id) < MinRequestID {
+		return nil, nil
+	}
+	rows, err := s.query(ctx, `SELECT c.received_at, e.method, e.target,
+			(SELECT MAX(t.at) FROM transitions t WHERE t.execution_id = e.id
+				AND t.to_state NOT IN ('pending_verification', 'verified', 'rejected_by_operator'))
+		FROM calls c JOIN executions e ON e.id = c.execution_id
+		WHERE c.jsonrpc_id = ? AND c.source_id IS NOT NULL AND length(c.jsonrpc_id) >= 16 AND c.source_id <> ? LIMIT 64`, id, string(except))
+	if err != nil {
+		return nil, fmt.Errorf("requests imported under %q: %w", id, err)
+	}
+	defer rows.Close()
+	var out []ImportedRequest
+	for rows.Next() {
+		var r ImportedRequest
+		var start string
+		var end sql.NullString
+		if err := rows.Scan(&start, &r.Method, &r.Target, &end); err != nil {
+			return nil, err
+		}
+		if r.Start, err = parseTime(start); err != nil {
+			return nil, err
+		}
+		r.End = r.Start
+		if end.Valid {
+			if t, err := parseTime(end.String); err == nil && t.After(r.Start) {
+				r.End = t
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// AnyImportedRequestID reports whether an import holds a call under a
+// request id of MinRequestID or more: until one does, no import need ask
+// ImportedRequests.
+func (s *Store) AnyImportedRequestID(ctx context.Context) (bool, error) {
+	var id string
+	err := s.queryRow(ctx, `SELECT jsonrpc_id FROM calls WHERE source_id IS NOT NULL AND length(jsonrpc_id) >= 16 ORDER BY jsonrpc_id LIMIT 1`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ShorterSources returns the newest imports (at most 4096) of this
+// format whose content is shorter than size bytes: the ones a file of
+// that size may be a longer copy of (Source.ContentSize). All are tried
+// in one read of the file, so many pods' logs imported are no reason to
+// miss the one that grew.
 func (s *Store) ShorterSources(ctx context.Context, format string, size int64) ([]Source, error) {
 	rows, err := s.query(ctx, sourceSelect+`
-		WHERE format = ? AND content_size > 0 AND content_size < ? ORDER BY seq DESC LIMIT 16`, format, size)
+		WHERE format = ? AND content_size > 0 AND content_size < ? ORDER BY seq DESC LIMIT 4096`, format, size)
 	if err != nil {
 		return nil, fmt.Errorf("sources: %w", err)
 	}

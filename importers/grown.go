@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -47,11 +48,14 @@ func shorterCopy(ctx context.Context, s *activity.Store, opts *Options, path, fo
 	}
 	slices.SortStableFunc(cands, func(a, b activity.Source) int { return int(a.ContentSize - b.ContentSize) })
 	p := &prefixHash{h: sha256.New(), cands: cands}
-	if _, err := readContent(path, io.Discard, &contentHash{h: p}); err != nil {
+	if _, err := readContent(path, io.Discard, &contentHash{h: p}); err != nil && !errors.Is(err, errPrefixDone) {
 		return grownFrom{}, err
 	}
 	return p.found, nil
 }
+
+// errPrefixDone ends the read once every candidate is decided.
+var errPrefixDone = errors.New("every shorter copy is decided")
 
 // prefixHash hashes what contentHash emits and, as it passes each
 // candidate's size, checks whether the bytes so far are that candidate's
@@ -73,9 +77,15 @@ type prefixHash struct {
 func (p *prefixHash) Write(b []byte) (int, error) {
 	size := len(b)
 	for len(b) > 0 {
-		if p.decide {
-			if p.decide = false; b[0] == '\n' {
-				p.found.lines++
+		if p.decide { // blank space after it: what the earlier import's content dropped
+			j := 0
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) {
+				if p.decide = false; b[j] == '\n' {
+					p.found.lines++
+				}
 			}
 		}
 		chunk := b
@@ -94,6 +104,9 @@ func (p *prefixHash) Write(b []byte) (int, error) {
 			if c.ContentSize == p.n && hex.EncodeToString(p.h.Sum(nil)) == c.Content {
 				p.found, p.decide = grownFrom{src: c, lines: p.lines}, true
 			}
+		}
+		if p.next == len(p.cands) && !p.decide {
+			return size, errPrefixDone
 		}
 	}
 	return size, nil

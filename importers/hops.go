@@ -1,6 +1,7 @@
 package importers
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -68,9 +69,13 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 	if len(id) < minHopID {
 		return false, false, nil
 	}
+	beside := k.opts.SeenIn // a dry run's: the database it stands beside
 	if !k.hopsAsked {
 		k.hopsAsked = true
 		prior, err := k.w.AnyImportedRequestID()
+		if err == nil && !prior && beside != nil {
+			prior, err = beside.AnyImportedRequestID(context.Background())
+		}
 		if err != nil {
 			return false, false, fmt.Errorf("import %s: %w", k.file, err)
 		}
@@ -80,14 +85,19 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 		return false, false, nil
 	}
 	imported, err := k.w.ImportedRequests(id, k.src)
+	if err == nil && beside != nil {
+		var more []activity.ImportedRequest
+		more, err = beside.ImportedRequests(context.Background(), id, k.src)
+		imported = append(imported, more...)
+	}
 	if err != nil {
 		return false, false, fmt.Errorf("import %s: %w", k.file, err)
 	}
 	for _, o := range imported {
 		// The other proxy may name the host otherwise (a front proxy's
 		// public name, a sidecar's service name): the path must agree.
-		other := hop{start: o.Start, end: o.End, method: o.Method, path: h.path}
-		if o.Method == h.method && strings.HasSuffix(o.Target, h.path) && (within(h, other) || within(other, h)) {
+		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target)}
+		if other.method == h.method && other.path == h.path && (within(h, other) || within(other, h)) {
 			return true, o.Target == target && o.Start.Equal(h.start) && o.End.Equal(h.end), nil
 		}
 	}
@@ -101,7 +111,24 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 // Two proxies' clocks (a sidecar on each node) differ by a few ms more.
 const hopSlack = 5 * time.Millisecond
 
-// within reports whether a lies inside b's time.
+// targetPath is the path of a target a mapped import stored (its host,
+// then its path: request.target).
+func targetPath(target string) string {
+	if i := strings.IndexByte(target, '/'); i >= 0 {
+		return target[i:]
+	}
+	return ""
+}
+
+// msTruncation is how much earlier than it happened a whole-millisecond
+// log shows a line's end.
+const msTruncation = 2 * time.Millisecond
+
+// within reports whether a lies inside b's time. The two must also
+// overlap (but for truncation): a short line that ended before b began is
+// b's predecessor (a refused send, then the client's resend 4 ms later),
+// however close their starts.
 func within(a, b hop) bool {
-	return !a.start.Before(b.start.Add(-hopSlack)) && !a.end.After(b.end.Add(hopSlack))
+	return !a.start.Before(b.start.Add(-hopSlack)) && !a.end.After(b.end.Add(hopSlack)) &&
+		!a.end.Add(msTruncation).Before(b.start) && !b.end.Add(msTruncation).Before(a.start)
 }

@@ -212,20 +212,18 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 		}
 		dec = newDecoder(path)
 	}
-	grown, err := shorterCopy(ctx, s, &opts, path, rep.Format, sums)
-	if err != nil {
-		return rep, fmt.Errorf("import %s: %w", path, err)
-	}
-	if grown.lines > 0 {
-		switch dec.(type) {
-		case *mapped: // each line is a request of its own: the rest is imported
-		case *mcpLog, *sallyport:
-			return rep, fmt.Errorf("import %s: its first %d lines are %s (%s, imported %s), a shorter copy of this log; "+
-				"this format pairs a call with its answer across lines, so the rest alone would lose pairs and the whole would hold those lines twice: "+
-				"import the longer file into a database of its own (--db)", path, grown.lines, grown.src.ID, grown.src.File, grown.src.ImportedAt.UTC().Format(time.RFC3339))
-		default:
-			grown = grownFrom{} // its records are known by their ids (OTLP), or it continues by its chain (mcpdup)
+	var grown grownFrom
+	switch dec.(type) {
+	case *mapped, *mcpLog, *sallyport: // lines with no ids of their own (OTLP's spans have; an mcpdup export continues by its chain)
+		if grown, err = shorterCopy(ctx, s, &opts, path, rep.Format, sums); err != nil {
+			return rep, fmt.Errorf("import %s: %w", path, err)
 		}
+	}
+	if _, lineByLine := dec.(*mapped); grown.lines > 0 && !lineByLine {
+		// The rest alone would lose the pairs across the cut.
+		return rep, fmt.Errorf("import %s: its first %d lines are %s (%s, imported %s), a shorter copy of this log; "+
+			"this format pairs a call with its answer across lines, so the rest alone would lose pairs and the whole would hold those lines twice: "+
+			"import the longer file into a database of its own (--db)", path, grown.lines, grown.src.ID, grown.src.File, grown.src.ImportedAt.UTC().Format(time.RFC3339))
 	}
 	in, err := openLines(path)
 	if err != nil {

@@ -76,6 +76,7 @@ func readContent(path string, raw io.Writer, content io.Writer) (int64, error) {
 type contentHash struct {
 	h    io.Writer
 	n    int64  // bytes written to h
+	err  error  // the first error h returned
 	held []byte // trailing blank space, written once something follows
 	cr   bool   // a '\r' withheld: a '\n' next makes it one line end
 }
@@ -90,12 +91,12 @@ func (c *contentHash) Write(p []byte) (int, error) {
 			c.emit(c.held)
 			c.held = c.held[:0]
 		}
-		return len(p), nil
+		return len(p), c.err
 	}
 	c.emit(c.held)
 	c.emit(p[:body])
 	c.held = append(c.held[:0], p[body:]...)
-	return len(p), nil
+	return len(p), c.err
 }
 
 // emit hashes b with its CRLFs read as LF, across calls.
@@ -116,7 +117,9 @@ func (c *contentHash) emit(b []byte) {
 }
 
 func (c *contentHash) write(b []byte) {
-	c.h.Write(b)
+	if _, err := c.h.Write(b); err != nil && c.err == nil {
+		c.err = err // a hash never fails; prefixHash stops the read so
+	}
 	c.n += int64(len(b))
 }
 
@@ -249,7 +252,7 @@ func eachLine(ctx context.Context, in *lines, k *sink, fn func(n int64, line []b
 		if err != nil {
 			return k.fail(in.Line(), err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 || in.Line() <= k.held {
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		if err := fn(in.Line(), line); err != nil {

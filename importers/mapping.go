@@ -528,7 +528,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		if err != nil {
 			return k.bad(n, "", err)
 		}
-		if !whole {
+		if !whole || n <= k.held { // held: an earlier import read the line, joined, whole
 			return nil
 		}
 		var doc any
@@ -561,7 +561,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		k.count()
 		return nil
 	})
-	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
+	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && k.held == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
 		// Every line passed over: another format, or a log_format of the
 		// operator's own, not an empty log.
 		read := "JSON with this mapping's keys"

@@ -1,10 +1,7 @@
 package importers
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -182,91 +179,6 @@ func TestOTLPVendorExecutionIdentity(t *testing.T) {
 	}
 }
 
-// TestRequestSeenAtTwoHopsIsOneSend: Istio logs a request on both sides
-// (the caller's sidecar, then the target's, under one x-request-id, the
-// second within the first's time): one send. A resend under the same id
-// after the first ended, or a short JSON-RPC id that other sessions use
-// too, are sends of their own.
-func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
-	// istio.io content/en/docs/tasks/observability/logs/access-log: the
-	// sleep pod's sidecar, then httpbin's.
-	mesh := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
-[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
-`
-	resend := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
-[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
-`
-	// The target's sidecar started 1 ms later and took as long, each
-	// logged in whole milliseconds: its line ends 1 ms after the first's.
-	rounded := `[2026-03-02T10:15:04.409Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:80" outbound|8000||payments.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
-[2026-03-02T10:15:04.410Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.payments.foo.svc.cluster.local default
-`
-	shortIDs := `{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":900,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
-{"start_time":"2026-03-02T10:15:04.100Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":300,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
-`
-	for _, c := range []struct {
-		name, log string
-		sends     int64
-	}{{"two hops", mesh, 1}, {"two hops, each line rounded to the ms", rounded, 1}, {"a resend after the first ended", resend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
-		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "envoy"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.Executions != c.sends {
-			t.Errorf("%s: %d executions, want %d (%s)", c.name, rep.Executions, c.sends, rep.Note)
-		}
-		if hop := strings.Contains(rep.Note, "logged again by another proxy"); hop != (c.sends == 1) {
-			t.Errorf("%s: the note says %q", c.name, rep.Note)
-		}
-	}
-}
-
-// TestRequestLoggedInTwoFilesIsOneSend: each sidecar writes its own log,
-// so a request's two lines are in two files, imported together or apart,
-// in either order: one send. A resend under the same id in another file
-// stays a send; a longer copy of a log imported before adds only its new
-// lines.
-func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
-	// istio.io's pair again: the sleep pod's sidecar, then httpbin's.
-	client := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
-`
-	server := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
-`
-	first := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
-`
-	resend := `[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
-`
-	for _, c := range []struct {
-		name  string
-		files []string
-		sends int64
-		note  string // in the last file's note
-	}{
-		{"client's sidecar, then the server's", []string{client, server}, 1, "logged again by another proxy"},
-		{"server's sidecar, then the client's", []string{server, client}, 1, "logged again by another proxy"},
-		{"a resend in another file", []string{first, resend}, 2, ""},
-		{"a longer copy of a log", []string{first, first + resend}, 2, "a shorter copy of this log"},
-		{"exports of a log that overlap", []string{client + first, first + resend}, 3, "1 lines a file imported before holds already"},
-	} {
-		s := newStore(t)
-		var sends int64
-		var note string
-		for i, f := range c.files {
-			rep, err := Import(ctx, s, writeFile(t, fmt.Sprintf("access-%d.log", i), []byte(f)), Options{Format: "envoy"})
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			sends, note = sends+rep.Executions, rep.Note
-		}
-		if sends != c.sends {
-			t.Errorf("%s: %d executions, want %d (%s)", c.name, sends, c.sends, note)
-		}
-		if c.note == "" && strings.Contains(note, "imported before") || c.note != "" && !strings.Contains(note, c.note) {
-			t.Errorf("%s: the note says %q", c.name, note)
-		}
-	}
-}
-
 // TestContainerLogWrappers: an access log as a node or kubectl hands it
 // over (CRI lines, one split by the runtime into a partial and a full
 // one; kubectl's --timestamps; Docker's json-file, one entry split too)
@@ -325,78 +237,5 @@ func TestContainerLogWrappers(t *testing.T) {
 	}
 	if _, err := Import(ctx, newStore(t), writeFile(t, "sp.log", []byte(out.String())), Options{}); err == nil || !strings.Contains(err.Error(), "take them out first") {
 		t.Errorf("a wrapped sallyport log: %v", err)
-	}
-}
-
-// TestGrownLogImportsOnlyItsNewLines: an access log imported, then again
-// once it has grown, is the longer file's requests once each, whether the
-// first copy ended at a line end or mid-line, gzipped or not; a grown log
-// of a format that pairs lines across the cut is refused, not doubled.
-func TestGrownLogImportsOnlyItsNewLines(t *testing.T) {
-	full, err := os.ReadFile("testdata/mapping/nginx-text.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	alone, err := Import(ctx, newStore(t), writeFile(t, "access.log", full), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	third := bytes.IndexByte(full[bytes.IndexByte(full, '\n')+1:], '\n') + bytes.IndexByte(full, '\n') + 1 // the second line's end
-	for _, c := range []struct {
-		name    string
-		first   []byte
-		held    int64
-		gzipped bool
-	}{
-		{"cut at a line end", full[:third+1], 2, false},
-		{"cut mid-line", full[:third+10], 2, false},
-		{"grown and gzipped", full[:third+1], 2, true},
-	} {
-		s := newStore(t)
-		first, err := Import(ctx, s, writeFile(t, "access.log", c.first), Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		grown := full
-		if c.gzipped {
-			var b bytes.Buffer
-			z := gzip.NewWriter(&b)
-			z.Write(full)
-			z.Close()
-			grown = b.Bytes()
-		}
-		rep, err := Import(ctx, s, writeFile(t, "access.log.gz", grown), Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if got := first.Executions + rep.Executions; got != alone.Executions || rep.Held != c.held || rep.HeldIn != first.Source {
-			t.Errorf("%s: %d + %d executions (%d lines held in %s), want %d as the whole log imported once (%d lines held in %s)",
-				c.name, first.Executions, rep.Executions, rep.Held, rep.HeldIn, alone.Executions, c.held, first.Source)
-		}
-		if !strings.Contains(rep.Note, "a shorter copy of this log") {
-			t.Errorf("%s: the note says %q", c.name, rep.Note)
-		}
-	}
-	// Another log that happens to start alike is not the first one grown.
-	s := newStore(t)
-	if _, err := Import(ctx, s, writeFile(t, "access.log", full[:third+1]), Options{}); err != nil {
-		t.Fatal(err)
-	}
-	other := append(bytes.Replace(full[:third+1], []byte("/coffee"), []byte("/cocoa"), 1), full[third+1:]...)
-	if rep, err := Import(ctx, s, writeFile(t, "other.log", other), Options{}); err != nil || rep.Held != 0 {
-		t.Errorf("a log that is not the first one grown: %d lines held, %v", rep.Held, err)
-	}
-	// A Claude Desktop log, grown: refused, with the way out.
-	mcp, err := os.ReadFile("testdata/mcp-log/mcp-server-tickets.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s = newStore(t)
-	half := mcp[:bytes.LastIndexByte(mcp[:len(mcp)/2], '\n')+1]
-	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", half), Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", mcp), Options{}); err == nil || !strings.Contains(err.Error(), "a shorter copy of this log") || !strings.Contains(err.Error(), "--db") {
-		t.Errorf("a grown MCP log: %v", err)
 	}
 }

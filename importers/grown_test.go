@@ -1,0 +1,155 @@
+package importers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestGrownLogImportsOnlyItsNewLines: an access log imported, then again
+// once it has grown, is the longer file's requests once each, whether the
+// first copy ended at a line end or mid-line, gzipped or not; a grown log
+// of a format that pairs lines across the cut is refused, not doubled.
+func TestGrownLogImportsOnlyItsNewLines(t *testing.T) {
+	full, err := os.ReadFile("testdata/mapping/nginx-text.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := Import(ctx, newStore(t), writeFile(t, "access.log", full), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := bytes.IndexByte(full[bytes.IndexByte(full, '\n')+1:], '\n') + bytes.IndexByte(full, '\n') + 1 // the second line's end
+	for _, c := range []struct {
+		name    string
+		first   []byte
+		held    int64
+		gzipped bool
+	}{
+		{"cut at a line end", full[:third+1], 2, false},
+		{"cut mid-line", full[:third+10], 2, false},
+		{"grown and gzipped", full[:third+1], 2, true},
+	} {
+		s := newStore(t)
+		first, err := Import(ctx, s, writeFile(t, "access.log", c.first), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		grown := full
+		if c.gzipped {
+			var b bytes.Buffer
+			z := gzip.NewWriter(&b)
+			z.Write(full)
+			z.Close()
+			grown = b.Bytes()
+		}
+		rep, err := Import(ctx, s, writeFile(t, "access.log.gz", grown), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := first.Executions + rep.Executions; got != alone.Executions || rep.Held != c.held || rep.HeldIn != first.Source {
+			t.Errorf("%s: %d + %d executions (%d lines held in %s), want %d as the whole log imported once (%d lines held in %s)",
+				c.name, first.Executions, rep.Executions, rep.Held, rep.HeldIn, alone.Executions, c.held, first.Source)
+		}
+		if !strings.Contains(rep.Note, "a shorter copy of this log") {
+			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+	// The earlier copy's last line ended in blank space (a log_format
+	// that ends in a space), which its content left out.
+	var spaced []byte
+	for _, l := range bytes.SplitAfter(full, []byte("\n")) {
+		if len(l) > 1 {
+			spaced = append(append(spaced, bytes.TrimSuffix(l, []byte("\n"))...), " \n"...)
+		}
+	}
+	cutSpaced := spaced[:bytes.Index(spaced[bytes.IndexByte(spaced, '\n')+1:], []byte("\n"))+bytes.IndexByte(spaced, '\n')+2]
+	s0 := newStore(t)
+	first, err := Import(ctx, s0, writeFile(t, "access.log", cutSpaced), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Import(ctx, s0, writeFile(t, "access.log", spaced), Options{})
+	if err != nil || rep.Held != 2 || first.Executions+rep.Executions != alone.Executions {
+		t.Errorf("lines ending in a space: %d + %d executions, %d lines held (%v); want %d, 2 held", first.Executions, rep.Executions, rep.Held, err, alone.Executions)
+	}
+	// Another log that happens to start alike is not the first one grown.
+	s := newStore(t)
+	if _, err := Import(ctx, s, writeFile(t, "access.log", full[:third+1]), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	other := append(bytes.Replace(full[:third+1], []byte("/coffee"), []byte("/cocoa"), 1), full[third+1:]...)
+	if rep, err := Import(ctx, s, writeFile(t, "other.log", other), Options{}); err != nil || rep.Held != 0 {
+		t.Errorf("a log that is not the first one grown: %d lines held, %v", rep.Held, err)
+	}
+	// A Claude Desktop log, grown: refused, with the way out.
+	mcp, err := os.ReadFile("testdata/mcp-log/mcp-server-tickets.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = newStore(t)
+	half := mcp[:bytes.LastIndexByte(mcp[:len(mcp)/2], '\n')+1]
+	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", half), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, s, writeFile(t, "mcp-server-deploy.log", mcp), Options{}); err == nil || !strings.Contains(err.Error(), "a shorter copy of this log") || !strings.Contains(err.Error(), "--db") {
+		t.Errorf("a grown MCP log: %v", err)
+	}
+}
+
+// TestGrownLogAcrossASplitLine: a node's CRI log caught after the first
+// half of a line the runtime split (a P line): the earlier import read
+// neither half; the grown log's joined line is imported.
+func TestGrownLogAcrossASplitLine(t *testing.T) {
+	const ts = "2026-03-02T10:15:04.512345678Z"
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf(`{"start_time":"2026-03-02T10:15:0%d.000Z","method":"POST","path":"/v1/orders/%d","response_code":201,"authority":"api","upstream_host":"10.0.4.12:8080","duration":30,"request_id":"6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a2%d"}`, i, i, i))
+	}
+	first := ts + " stdout F " + lines[0] + "\n" + ts + " stdout P " + lines[1][:40] + "\n"
+	full := first + ts + " stdout F " + lines[1][40:] + "\n" + ts + " stdout F " + lines[2] + "\n"
+	s := newStore(t)
+	a, err := Import(ctx, s, writeFile(t, "access.log", []byte(first)), Options{Format: "envoy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Import(ctx, s, writeFile(t, "access.log", []byte(full)), Options{Format: "envoy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Executions+b.Executions != 3 || b.Held != 2 {
+		t.Errorf("%d + %d executions, %d lines held; want 3 in all, 2 held (the F line and the P line)", a.Executions, b.Executions, b.Held)
+	}
+}
+
+// TestGrownLogAmongManyImports: one pod's log, grown, among seventeen
+// pods' logs imported before: it is known, whichever was imported last.
+func TestGrownLogAmongManyImports(t *testing.T) {
+	s := newStore(t)
+	var grown0 []byte
+	for pod := range 17 {
+		var b []byte
+		for i := range 3 {
+			b = fmt.Appendf(b, `10.0.0.%d - - [15/Jan/2026:20:44:%02d +0000] "POST /orders/%d HTTP/1.1" 201 161 "-" "curl/8.7.1"`+"\n", pod, i, i)
+		}
+		if pod == 0 {
+			grown0 = fmt.Appendf(append([]byte(nil), b...), `10.0.0.0 - - [15/Jan/2026:20:45:00 +0000] "POST /orders/9 HTTP/1.1" 201 161 "-" "curl/8.7.1"`+"\n")
+		}
+		if _, err := Import(ctx, s, writeFile(t, fmt.Sprintf("pod-%d.log", pod), b), Options{Format: "nginx"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Import(ctx, s, writeFile(t, "pod-0.log", grown0), Options{Format: "nginx"})
+	if err != nil || rep.Executions != 1 || rep.Held != 3 {
+		t.Errorf("the first pod's log grown by one line: %d executions, %d held (%v); want 1 and 3", rep.Executions, rep.Held, err)
+	}
+	// Grown by a partial line only: nothing to add, and not refused as a
+	// log of another format.
+	rep, err = Import(ctx, s, writeFile(t, "pod-0.log", append(grown0[:len(grown0):len(grown0)], `10.0.0.0 - - [15/Jan/2026:20:45:01 +0000] "POST /ord`...)), Options{})
+	if err != nil || rep.Executions != 0 || rep.Held != 4 {
+		t.Errorf("grown by a partial line: %d executions, %d held, %v", rep.Executions, rep.Held, err)
+	}
+}

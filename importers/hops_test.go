@@ -1,0 +1,152 @@
+package importers
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// TestRequestSeenAtTwoHopsIsOneSend: Istio logs a request on both sides
+// (the caller's sidecar, then the target's, under one x-request-id, the
+// second within the first's time): one send. A resend under the same id
+// after the first ended, or a short JSON-RPC id that other sessions use
+// too, are sends of their own.
+func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
+	// istio.io content/en/docs/tasks/observability/logs/access-log: the
+	// sleep pod's sidecar, then httpbin's.
+	mesh := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
+`
+	resend := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	// The target's sidecar started 1 ms later and took as long, each
+	// logged in whole milliseconds: its line ends 1 ms after the first's.
+	rounded := `[2026-03-02T10:15:04.409Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:80" outbound|8000||payments.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+[2026-03-02T10:15:04.410Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 40 39 "-" "agent/1.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.payments.foo.svc.cluster.local default
+`
+	// Refused at once (503 UF, 1 ms), and the client's resend 4 ms after
+	// the first began, under the same id: the two do not overlap.
+	fastResend := `[2026-03-02T10:15:04.000Z] "POST /v1/payments HTTP/1.1" 503 UF 312 24 1 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+[2026-03-02T10:15:04.004Z] "POST /v1/payments HTTP/1.1" 201 - 312 24 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	shortIDs := `{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":900,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
+{"start_time":"2026-03-02T10:15:04.100Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":300,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
+`
+	for _, c := range []struct {
+		name, log string
+		sends     int64
+	}{{"two hops", mesh, 1}, {"two hops, each line rounded to the ms", rounded, 1}, {"a resend after the first ended", resend, 2}, {"a refused send, then a resend 4 ms after it began", fastResend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
+		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "envoy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Executions != c.sends {
+			t.Errorf("%s: %d executions, want %d (%s)", c.name, rep.Executions, c.sends, rep.Note)
+		}
+		if hop := strings.Contains(rep.Note, "logged again by another proxy"); hop != (c.sends == 1) {
+			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+}
+
+// TestRequestLoggedInTwoFilesIsOneSend: each sidecar writes its own log,
+// so a request's two lines are in two files, imported together or apart,
+// in either order: one send. A resend under the same id in another file
+// stays a send; a longer copy of a log imported before adds only its new
+// lines.
+func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
+	// istio.io's pair again: the sleep pod's sidecar, then httpbin's.
+	client := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+`
+	server := `[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
+`
+	first := `[2026-03-02T10:15:04.512Z] "POST /v1/payments HTTP/1.1" 504 UT 312 24 15001 - "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	resend := `[2026-03-02T10:15:21.020Z] "POST /v1/payments HTTP/1.1" 201 - 312 95 180 178 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "pay.example.com" "10.0.4.12:8080"
+`
+	// A facade's POST /v1/payments, and the payments service's own POST
+	// /payments, made under the x-request-id it propagates (as Istio asks
+	// of apps): two requests, whatever the hosts.
+	facade := `[2026-03-02T10:15:04.000Z] "POST /v1/payments HTTP/1.1" 201 - 312 24 300 298 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "api.example.com" "10.0.4.12:8080"
+`
+	service := `[2026-03-02T10:15:04.050Z] "POST /payments HTTP/1.1" 201 - 312 24 100 98 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "payments:8000" "10.0.4.13:8080"
+`
+	rootFacade := strings.Replace(facade, "/v1/payments", "/rpc/", 1)
+	rootService := strings.Replace(service, "/payments", "/", 1)
+	resolve := func(t *testing.T, s *activity.Store) {
+		ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+		if err != nil || len(ex) != 1 {
+			t.Fatalf("executions before the resolution: %d, %v", len(ex), err)
+		}
+		if _, _, err := s.Resolve(ctx, activity.Resolution{ExecutionID: ex[0].ID, Outcome: activity.ResolutionVerified, Operator: "ops", Note: "found in the ledger"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		files   []string
+		sends   int64
+		note    string                                // in the last file's note
+		between func(t *testing.T, s *activity.Store) // after the first file
+	}{
+		{"client's sidecar, then the server's", []string{client, server}, 1, "logged again by another proxy", nil},
+		{"server's sidecar, then the client's", []string{server, client}, 1, "logged again by another proxy", nil},
+		{"a resend in another file", []string{first, resend}, 2, "", nil},
+		{"a longer copy of a log", []string{first, first + resend}, 2, "a shorter copy of this log", nil},
+		{"exports of a log that overlap", []string{client + first, first + resend}, 3, "1 lines a file imported before holds already", nil},
+		{"another service's path under the propagated id", []string{facade, service}, 2, "", nil},
+		{"a root path under the propagated id", []string{rootFacade, rootService}, 2, "", nil},
+		// The operator's resolution, later, is no part of the first
+		// request's time: the resend after it is a send.
+		{"the first resolved by an operator, then the resend's file", []string{first, resend}, 2, "", resolve},
+	} {
+		s := newStore(t)
+		var sends int64
+		var note string
+		for i, f := range c.files {
+			rep, err := Import(ctx, s, writeFile(t, fmt.Sprintf("access-%d.log", i), []byte(f)), Options{Format: "envoy"})
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			sends, note = sends+rep.Executions, rep.Note
+			if i == 0 && c.between != nil {
+				c.between(t, s)
+			}
+		}
+		if sends != c.sends {
+			t.Errorf("%s: %d executions, want %d (%s)", c.name, sends, c.sends, note)
+		}
+		if c.note == "" && strings.Contains(note, "imported before") || c.note != "" && !strings.Contains(note, c.note) {
+			t.Errorf("%s: the note says %q", c.name, note)
+		}
+	}
+}
+
+// TestDryRunSeesTheOtherSidecarsLog: a dry run of the target's sidecar
+// log beside a database holding the caller's says what the import will
+// do: nothing new, the request is held already.
+func TestDryRunSeesTheOtherSidecarsLog(t *testing.T) {
+	client := `[2020-11-25T21:26:18.409Z] "POST /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+`
+	server := `[2020-11-25T21:26:18.409Z] "POST /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default
+`
+	real := newStore(t)
+	if _, err := Import(ctx, real, writeFile(t, "client.log", []byte(client)), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "server.log", []byte(server))
+	dry, err := Import(ctx, newStore(t), path, Options{DryRun: true, SeenIn: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wet, err := Import(ctx, real, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Executions != 0 || wet.Executions != 0 {
+		t.Errorf("the target's sidecar log: the dry run says %d executions, the import adds %d; want 0 and 0", dry.Executions, wet.Executions)
+	}
+}
