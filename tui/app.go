@@ -64,7 +64,7 @@ var ErrFormatNeeded = errors.New("choose the file's format")
 type Options struct {
 	// Operator is recorded on resolutions and approvals.
 	Operator string
-	// Poll is how often live mode looks for new records (0: 1s; <0: off).
+	// Poll is how often live mode looks for new records (0: 500ms; <0: off).
 	Poll time.Duration
 	// Analysis tunes suspect detection.
 	Analysis analyze.Options
@@ -119,7 +119,8 @@ type Model struct {
 	// awaiting is the decision held while opAsk asks who makes it.
 	awaiting tea.Msg
 	execList []activity.Execution // the executions browser's rows
-	runList  []activity.Run       // the sessions browser's rows
+	execRows map[activity.ExecutionID]execRow
+	runList  []activity.Run // the sessions browser's rows
 	help     help.Model
 	showHelp bool
 
@@ -151,7 +152,7 @@ type Model struct {
 // New builds the console on an open store.
 func New(s *activity.Store, opts Options) *Model {
 	if opts.Poll == 0 {
-		opts.Poll = time.Second
+		opts.Poll = 500 * time.Millisecond
 	}
 	if opts.Title == "" {
 		opts.Title = s.Path()
@@ -292,11 +293,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.finder != nil {
 			m.finder = msg.finder
 		}
-		runs := m.runList
+		m.setExecs(mergeNewest(m.execList, msg.execs, browseLimit))
 		if msg.newRuns {
-			runs = msg.runs
+			m.setRuns(msg.runs)
 		}
-		m.setBrowsers(mergeNewest(m.execList, msg.execs, browseLimit), runs)
 		m.analysedTo = max(m.analysedTo, msg.through)
 		if m.refreshDue {
 			m.refreshDue = false
@@ -312,7 +312,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err != nil {
 			m.setStatus("browse: "+msg.err.Error(), true)
 		} else {
-			m.setBrowsers(msg.execs, msg.runs)
+			m.execRows = nil
+			m.setExecs(msg.execs)
+			m.setRuns(msg.runs)
 		}
 	case importedMsg:
 		if errors.Is(msg.err, ErrFormatNeeded) && msg.format == "" && len(m.opts.ImportFormats) > 0 {
@@ -686,21 +688,48 @@ func (m *Model) statusBar() string {
 	return styles.StatusBar.Render(line)
 }
 
-func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
-	m.execList, m.runList = execs, runs
-	var rows, details []string
-	for _, e := range execs {
-		// The list shows short ids; the line under it shows the whole id
-		// of the selected row, to copy into mcpdup resolve.
-		rows = append(rows, fmt.Sprintf("%s %-22s %-11s %-20s %-16s %s", stateGlyph(e.State), e.State, report.ShortID(string(e.ID)), cells.Clip(e.Tool, 20), cells.Clip(e.Actor, 16), timeText(e.Times.Accepted)))
-		detail := fmt.Sprintf("%s · %s %s · contract %s", e.ID, e.Method, e.Target, e.Contract)
-		if e.Error != "" {
-			detail += " · " + e.Error
+// execRow is an execution's line in the browser and the line under it,
+// kept while its state and error stay what they were: live mode sets the
+// list twice a second, and formatting up to browseLimit rows each time was
+// a quarter of the console's CPU beside a busy gateway.
+type execRow struct {
+	state       activity.State
+	err         string
+	row, detail string
+}
+
+func (m *Model) setExecs(execs []activity.Execution) {
+	m.execList = execs
+	if m.execRows == nil || len(m.execRows) > 2*browseLimit {
+		m.execRows = make(map[activity.ExecutionID]execRow, len(execs))
+	}
+	rows, details := make([]string, len(execs)), make([]string, len(execs))
+	for i, e := range execs {
+		r, ok := m.execRows[e.ID]
+		if !ok || r.state != e.State || r.err != e.Error {
+			r = formatExec(e)
+			m.execRows[e.ID] = r
 		}
-		details = append(details, detail)
+		rows[i], details[i] = r.row, r.detail
 	}
 	m.execs.SetRows(fmt.Sprintf("  %-22s %-11s %-20s %-16s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED"), rows, details)
-	rows, details = nil, nil
+}
+
+func formatExec(e activity.Execution) execRow {
+	// The list shows short ids; the line under it shows the whole id of
+	// the selected row, to copy into mcpdup resolve.
+	r := execRow{state: e.State, err: e.Error,
+		row:    fmt.Sprintf("%s %-22s %-11s %-20s %-16s %s", stateGlyph(e.State), e.State, report.ShortID(string(e.ID)), cells.Clip(e.Tool, 20), cells.Clip(e.Actor, 16), timeText(e.Times.Accepted)),
+		detail: fmt.Sprintf("%s · %s %s · contract %s", e.ID, e.Method, e.Target, e.Contract)}
+	if e.Error != "" {
+		r.detail += " · " + e.Error
+	}
+	return r
+}
+
+func (m *Model) setRuns(runs []activity.Run) {
+	m.runList = runs
+	var rows, details []string
 	for _, r := range runs {
 		ended := "running"
 		if r.EndedAt.OK {
@@ -718,33 +747,50 @@ func (m *Model) setBrowsers(execs []activity.Execution, runs []activity.Run) {
 // listed one goes on top; an older one not listed stays out when the list
 // is full (it is beyond the limit, as a reload would leave it) and takes
 // its place otherwise. At most limit are kept.
+//
+// It runs on every live refresh over up to browseLimit rows: the list is
+// ordered by acceptance (Seq, which an execution keeps), so a touched
+// execution is found by binary search and the new ones merged in one
+// pass, with no map of the list and no sort of it.
 func mergeNewest(list, touched []activity.Execution, limit int) []activity.Execution {
-	byID := make(map[activity.ExecutionID]activity.Execution, len(touched))
-	for _, e := range touched {
-		byID[e.ID] = e
-	}
-	listed := make(map[activity.ExecutionID]bool, len(list))
+	newestFirst := func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) }
 	newest := int64(-1)
-	for _, e := range list {
-		listed[e.ID] = true
-		newest = max(newest, e.Seq)
+	if len(list) > 0 {
+		newest = list[0].Seq
 	}
-	out := make([]activity.Execution, 0, min(len(list)+len(touched), limit))
+	replaced := map[int]activity.Execution{} // by index in list; the last copy touched wins
+	addedAt := map[activity.ExecutionID]int{}
 	var added []activity.Execution
 	for _, e := range touched {
-		if !listed[e.ID] && (e.Seq > newest || len(list) < limit) {
+		i, found := slices.BinarySearchFunc(list, e, newestFirst)
+		switch {
+		case found && list[i].ID == e.ID:
+			replaced[i] = e
+		case e.Seq > newest || len(list) < limit:
+			if k, ok := addedAt[e.ID]; ok {
+				added[k] = e
+				continue
+			}
+			addedAt[e.ID] = len(added)
 			added = append(added, e)
 		}
 	}
-	for _, e := range list {
-		if t, ok := byID[e.ID]; ok {
-			e = t
+	slices.SortStableFunc(added, newestFirst)
+	out := make([]activity.Execution, 0, min(len(list)+len(added), limit))
+	for i, j := 0, 0; len(out) < limit && (i < len(added) || j < len(list)); {
+		if j == len(list) || i < len(added) && added[i].Seq > list[j].Seq {
+			out = append(out, added[i])
+			i++
+			continue
+		}
+		e := list[j]
+		if r, ok := replaced[j]; ok {
+			e = r
 		}
 		out = append(out, e)
+		j++
 	}
-	out = append(out, added...)
-	slices.SortStableFunc(out, func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) })
-	return out[:min(len(out), limit)]
+	return out
 }
 
 func stateGlyph(s activity.State) string {

@@ -1,11 +1,13 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -945,5 +947,56 @@ func TestMergeNewest(t *testing.T) {
 	}
 	if want := []string{"c", "b", "a"}; !slices.Equal(got, want) {
 		t.Fatalf("an old execution: got %v, want %v", got, want)
+	}
+}
+
+// TestMergeNewestMatchesASort: the one-pass merge lists what sorting the
+// list and the touched executions together would (the merge as it was),
+// for random lists, touches and limits.
+func TestMergeNewestMatchesASort(t *testing.T) {
+	bySort := func(list, touched []activity.Execution, limit int) []activity.Execution {
+		last := map[activity.ExecutionID]activity.Execution{}
+		for _, e := range touched {
+			last[e.ID] = e
+		}
+		listed := map[activity.ExecutionID]bool{}
+		var out []activity.Execution
+		for _, e := range list {
+			listed[e.ID] = true
+			if n, ok := last[e.ID]; ok {
+				e = n
+			}
+			out = append(out, e)
+		}
+		newest := int64(-1)
+		if len(list) > 0 {
+			newest = list[0].Seq
+		}
+		for _, e := range last {
+			if !listed[e.ID] && (e.Seq > newest || len(list) < limit) {
+				out = append(out, e)
+			}
+		}
+		slices.SortFunc(out, func(a, b activity.Execution) int { return cmp.Compare(b.Seq, a.Seq) })
+		return out[:min(len(out), limit)]
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2000 {
+		limit := 1 + rng.IntN(8)
+		seqs := rng.Perm(20)[:rng.IntN(limit+1)]
+		slices.SortFunc(seqs, func(a, b int) int { return b - a })
+		var list []activity.Execution
+		for _, s := range seqs {
+			list = append(list, activity.Execution{ID: activity.ExecutionID(fmt.Sprint("x", s)), Seq: int64(s), State: activity.StateDispatched})
+		}
+		var touched []activity.Execution
+		for range rng.IntN(6) {
+			s := rng.IntN(25)
+			touched = append(touched, activity.Execution{ID: activity.ExecutionID(fmt.Sprint("x", s)), Seq: int64(s), State: activity.States[rng.IntN(len(activity.States))]})
+		}
+		got, want := mergeNewest(list, touched, limit), bySort(list, touched, limit)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: list %v touched %v limit %d:\ngot  %v\nwant %v", round, list, touched, limit, got, want)
+		}
 	}
 }
