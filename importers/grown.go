@@ -9,6 +9,7 @@ package importers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -29,8 +30,8 @@ type grownFrom struct {
 	lines int64
 }
 
-// shorterCopy finds the newest, longest earlier import of this format the
-// file begins with, if any.
+// shorterCopy finds the longest earlier import of this format the file
+// begins with, if any.
 func shorterCopy(ctx context.Context, s *activity.Store, opts *Options, path, format string, sums fileSums) (grownFrom, error) {
 	cands, err := s.ShorterSources(ctx, format, sums.contentSize)
 	if err != nil {
@@ -46,7 +47,7 @@ func shorterCopy(ctx context.Context, s *activity.Store, opts *Options, path, fo
 	if len(cands) == 0 {
 		return grownFrom{}, nil
 	}
-	slices.SortStableFunc(cands, func(a, b activity.Source) int { return int(a.ContentSize - b.ContentSize) })
+	slices.SortStableFunc(cands, func(a, b activity.Source) int { return cmp.Compare(a.ContentSize, b.ContentSize) })
 	p := &prefixHash{h: sha256.New(), cands: cands}
 	if _, err := readContent(path, io.Discard, &contentHash{h: p}); err != nil && !errors.Is(err, errPrefixDone) {
 		return grownFrom{}, err

@@ -111,15 +111,6 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 // Two proxies' clocks (a sidecar on each node) differ by a few ms more.
 const hopSlack = 5 * time.Millisecond
 
-// targetPath is the path of a target a mapped import stored (its host,
-// then its path: request.target).
-func targetPath(target string) string {
-	if i := strings.IndexByte(target, '/'); i >= 0 {
-		return target[i:]
-	}
-	return ""
-}
-
 // msTruncation is how much earlier than it happened a whole-millisecond
 // log shows a line's end.
 const msTruncation = 2 * time.Millisecond
@@ -131,4 +122,13 @@ const msTruncation = 2 * time.Millisecond
 func within(a, b hop) bool {
 	return !a.start.Before(b.start.Add(-hopSlack)) && !a.end.After(b.end.Add(hopSlack)) &&
 		!a.end.Add(msTruncation).Before(b.start) && !b.end.Add(msTruncation).Before(a.start)
+}
+
+// targetPath is the path of a target a mapped import stored (its host,
+// then its path: request.target).
+func targetPath(target string) string {
+	if i := strings.IndexByte(target, '/'); i >= 0 {
+		return target[i:]
+	}
+	return ""
 }

@@ -118,7 +118,7 @@ func (c *contentHash) emit(b []byte) {
 
 func (c *contentHash) write(b []byte) {
 	if _, err := c.h.Write(b); err != nil && c.err == nil {
-		c.err = err // a hash never fails; prefixHash stops the read so
+		c.err = err // a hash never fails: prefixHash, to stop the read (errPrefixDone)
 	}
 	c.n += int64(len(b))
 }
