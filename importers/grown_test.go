@@ -3,10 +3,17 @@ package importers
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
 )
 
 // TestGrownLogImportsOnlyItsNewLines: an access log imported, then again
@@ -151,5 +158,80 @@ func TestGrownLogAmongManyImports(t *testing.T) {
 	rep, err = Import(ctx, s, writeFile(t, "pod-0.log", append(grown0[:len(grown0):len(grown0)], `10.0.0.0 - - [15/Jan/2026:20:45:01 +0000] "POST /ord`...)), Options{})
 	if err != nil || rep.Executions != 0 || rep.Held != 4 {
 		t.Errorf("grown by a partial line: %d executions, %d held, %v", rep.Executions, rep.Held, err)
+	}
+}
+
+// TestPrefixHashHoldsWholeLines: for random logs (CRLF and LF, blank
+// lines, lines ending in blank space, long lines across read chunks) cut
+// anywhere, the lines held are exactly the earlier copy's lines that the
+// longer file holds whole: each held line is the same in both, and the
+// next line is not whole in the earlier copy.
+func TestPrefixHashHoldsWholeLines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for round := range 200 {
+		var full []byte
+		for range 1 + rng.IntN(40) {
+			line := bytes.Repeat([]byte{'a' + byte(rng.IntN(26))}, rng.IntN(3)*rng.IntN(20000))
+			if rng.IntN(5) == 0 {
+				line = append(line, ' ')
+			}
+			end := "\n"
+			if rng.IntN(3) == 0 {
+				end = "\r\n"
+			}
+			full = append(append(full, line...), end...)
+		}
+		cut := rng.IntN(len(full))
+		if ends := bytes.IndexByte(full[cut:], '\n'); rng.IntN(2) == 0 && ends >= 0 {
+			cut = min(len(full)-1, max(0, cut+ends+rng.IntN(5)-2)) // at or beside a line end
+		}
+		first := full[:cut]
+		fp, gp := filepath.Join(dir, fmt.Sprintf("first-%d.log", round)), filepath.Join(dir, fmt.Sprintf("full-%d.log", round))
+		os.WriteFile(fp, first, 0o600)
+		os.WriteFile(gp, full, 0o600)
+		fs, err := fileSum(fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, _ := fileSum(gp)
+		if fs.contentSize == 0 || fs.content == gs.content {
+			continue // an empty copy, or the same content: not a shorter copy
+		}
+		p := &prefixHash{h: sha256.New(), cands: []activity.Source{{ContentSize: fs.contentSize, Content: fs.content}}}
+		if _, err := readContent(gp, io.Discard, &contentHash{h: p}); err != nil && !errors.Is(err, errPrefixDone) {
+			t.Fatal(err)
+		}
+		held := p.found.lines
+		if p.found.src.Content == "" {
+			t.Fatalf("round %d: a copy cut at %d of %d bytes is not found to be the longer one's start", round, cut, len(full))
+		}
+		// Line by line, as an import reads them.
+		lines := func(b []byte) []string {
+			return strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+		}
+		a, b := lines(first), lines(full)
+		clip := func(s string) string { return fmt.Sprintf("%.40q (%d bytes)", s, len(s)) }
+		for i := range held {
+			if strings.TrimRight(a[i], " \t\r") != strings.TrimRight(b[i], " \t\r") {
+				t.Fatalf("round %d: held line %d differs: %s in the copy, %s in the log", round, i+1, clip(a[i]), clip(b[i]))
+			}
+		}
+		// Not held: only blank lines of the copy (never records), and its
+		// unended last line unless the log ends that line there too.
+		last := len(a) - 1 // a[last] is what follows the copy's last line end
+		if int(held) > len(a) {
+			t.Fatalf("round %d: %d lines held of a copy of %d", round, held, len(a))
+		}
+		for i := int(held); i < last; i++ {
+			if strings.TrimSpace(a[i]) != "" {
+				t.Fatalf("round %d: the copy's whole line %d (%s) is not held (%d held)", round, i+1, clip(a[i]), held)
+			}
+		}
+		tail := strings.TrimRight(a[last], " \t\r")
+		whole := tail != "" && strings.TrimRight(b[last], " \t\r") == tail
+		if whole != (int(held) == len(a)) {
+			t.Fatalf("round %d: the copy's unended line %s, the log's %s: held %d of %d", round, clip(a[last]), clip(b[last]), held, len(a))
+		}
 	}
 }
