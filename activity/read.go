@@ -420,35 +420,31 @@ func (s *Store) ImportedRequests(ctx context.Context, id string, except SourceID
 	if len(id) < MinRequestID {
 		return nil, nil
 	}
-	rows, err := s.query(ctx, `SELECT c.received_at, e.method, e.target,
+	return queryAll(ctx, s, "requests imported under a request id", scanImportedRequest, `SELECT c.received_at, e.method, e.target,
 			(SELECT MAX(t.at) FROM transitions t WHERE t.execution_id = e.id
 				AND t.to_state NOT IN ('pending_verification', 'verified', 'rejected_by_operator'))
 		FROM calls c JOIN executions e ON e.id = c.execution_id
 		WHERE c.jsonrpc_id = ? AND c.source_id IS NOT NULL AND length(c.jsonrpc_id) >= 16 AND c.source_id <> ? LIMIT 64`, id, string(except))
-	if err != nil {
-		return nil, fmt.Errorf("requests imported under %q: %w", id, err)
+}
+
+func scanImportedRequest(row rowScanner) (ImportedRequest, error) {
+	var r ImportedRequest
+	var start string
+	var end sql.NullString
+	if err := row.Scan(&start, &r.Method, &r.Target, &end); err != nil {
+		return r, err
 	}
-	defer rows.Close()
-	var out []ImportedRequest
-	for rows.Next() {
-		var r ImportedRequest
-		var start string
-		var end sql.NullString
-		if err := rows.Scan(&start, &r.Method, &r.Target, &end); err != nil {
-			return nil, err
-		}
-		if r.Start, err = parseTime(start); err != nil {
-			return nil, err
-		}
-		r.End = r.Start
-		if end.Valid {
-			if t, err := parseTime(end.String); err == nil && t.After(r.Start) {
-				r.End = t
-			}
-		}
-		out = append(out, r)
+	var err error
+	if r.Start, err = parseTime(start); err != nil {
+		return r, err
 	}
-	return out, rows.Err()
+	r.End = r.Start
+	if end.Valid {
+		if t, err := parseTime(end.String); err == nil && t.After(r.Start) {
+			r.End = t
+		}
+	}
+	return r, nil
 }
 
 // AnyImportedRequestID reports whether an import holds a call under a
@@ -469,21 +465,8 @@ func (s *Store) AnyImportedRequestID(ctx context.Context) (bool, error) {
 // in one read of the file, so many pods' logs imported are no reason to
 // miss the one that grew.
 func (s *Store) ShorterSources(ctx context.Context, format string, size int64) ([]Source, error) {
-	rows, err := s.query(ctx, sourceSelect+`
+	return queryAll(ctx, s, "shorter sources", scanSource, sourceSelect+`
 		WHERE format = ? AND content_size > 0 AND content_size < ? ORDER BY seq DESC LIMIT 4096`, format, size)
-	if err != nil {
-		return nil, fmt.Errorf("sources: %w", err)
-	}
-	defer rows.Close()
-	var out []Source
-	for rows.Next() {
-		src, err := scanSource(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, src)
-	}
-	return out, rows.Err()
 }
 
 // SourceBySHA256 finds the import of a file with this sha256, or of the
