@@ -74,6 +74,12 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 `
 	service := `[2026-03-02T10:15:04.050Z] "POST /payments HTTP/1.1" 201 - 312 24 100 98 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "payments:8000" "10.0.4.13:8080"
 `
+	// Traefik at the edge (keeping X-Request-Id, as its preset says), then
+	// the payments pod's sidecar: one request, two producers' logs.
+	edge := `{"StartUTC":"2026-03-02T10:15:04.400Z","Duration":60000000,"ClientHost":"203.0.113.7","RequestMethod":"POST","RequestHost":"pay.example.com","RequestPath":"/v1/payments","DownstreamStatus":201,"OriginStatus":201,"ServiceURL":"http://10.44.1.27:8000","RetryAttempts":0,"request_X-Request-Id":"6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21"}
+`
+	sidecar := `[2026-03-02T10:15:04.420Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 30 29 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "payments:8000" "127.0.0.1:8000" inbound|8000|| 127.0.0.1:41854 10.44.1.27:8000 10.44.1.23:37652 outbound_.8000_._.payments.foo.svc.cluster.local default
+`
 	rootFacade := strings.Replace(facade, "/v1/payments", "/rpc/", 1)
 	rootService := strings.Replace(service, "/payments", "/", 1)
 	resolve := func(t *testing.T, s *activity.Store) {
@@ -98,6 +104,7 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 		{"a longer copy of a log", []string{first, first + resend}, 2, "a shorter copy of this log", nil},
 		{"exports of a log that overlap", []string{client + first, first + resend}, 3, "1 lines a file imported before holds already", nil},
 		{"another service's path under the propagated id", []string{facade, service}, 2, "", nil},
+		{"Traefik at the edge, then the target's sidecar", []string{edge, sidecar}, 1, "logged again by another proxy", nil},
 		{"a root path under the propagated id", []string{rootFacade, rootService}, 2, "", nil},
 		// The operator's resolution, later, is no part of the first
 		// request's time: the resend after it is a send.
@@ -107,7 +114,7 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 		var sends int64
 		var note string
 		for i, f := range c.files {
-			rep, err := Import(ctx, s, writeFile(t, fmt.Sprintf("access-%d.log", i), []byte(f)), Options{Format: "envoy"})
+			rep, err := Import(ctx, s, writeFile(t, fmt.Sprintf("access-%d.log", i), []byte(f)), Options{})
 			if err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
