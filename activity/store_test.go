@@ -1358,3 +1358,41 @@ func testImportedRequestsByRequestID(t *testing.T, eng activitytest.Engine) {
 		return nil
 	})
 }
+
+// TestQueuedWritesRunWhileWaitingForCompany: a write no caller waits on
+// (an outcome queued behind its answer) runs as soon as it is queued,
+// then waits for company; the write a caller waits on, when it comes,
+// shares its commit and runs alone before it (not behind the queued ones).
+func TestQueuedWritesRunWhileWaitingForCompany(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	s.SetLazyLinger(time.Minute)
+	ran := make(chan struct{})
+	queued := s.WriteAsync(ctx, func(w *activity.Tx) error {
+		close(ran)
+		_, err := w.RecordCall(activity.Call{Actor: "agent:a", Method: "tools/call", Tool: "t", Disposition: activity.DispositionRefused})
+		return err
+	})
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the queued write did not run while it waited for company")
+	}
+	select {
+	case err := <-queued:
+		t.Fatalf("the queued write committed alone, before company came (%v)", err)
+	default:
+	}
+	recs, err := s.Write(ctx, func(w *activity.Tx) error {
+		_, err := w.RecordCall(activity.Call{Actor: "agent:b", Method: "tools/call", Tool: "t", Disposition: activity.DispositionRefused})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.LogSize(ctx); len(recs) != 1 || recs[0].Seq != n-1 {
+		t.Fatalf("the waited-on write's record is %v, the log %d records long: it should follow the queued one's", recs, n)
+	}
+}
