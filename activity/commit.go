@@ -141,27 +141,13 @@ func (s *Store) commitLoop() {
 			}
 		}
 		batch := []*writeReq{first}
-		var more func() []*writeReq
 		if !first.bulk {
 			batch, next = s.drain(batch)
-			switch {
-			case next != nil || !lazyOnly(batch):
-			case s.pg:
-				// Replicas share one write lock: a batch holds it only
-				// while it runs, not while it waits for company.
+			if next == nil && lazyOnly(batch) {
 				batch, next = s.linger(batch)
-			default:
-				// Run what is queued now, while waiting for company: the
-				// write a caller waits on, when it comes, runs alone
-				// before the commit, not behind these.
-				more = func() []*writeReq {
-					var extra []*writeReq
-					extra, next = s.linger(nil)
-					return extra
-				}
 			}
 		}
-		s.commitBatch(batch, more)
+		s.commitBatch(batch)
 		s.resetWAL()
 	}
 }
@@ -187,21 +173,13 @@ func (s *Store) drain(batch []*writeReq) ([]*writeReq, *writeReq) {
 // behind their answers) waits for a write someone does wait on. An agent
 // that got its answer sends its next call about then, and the two share
 // one fsync instead of the next call's first write waiting behind the
-// outcome's own. On SQLite the batch runs before it waits, in its open
-// transaction, so the next call's first write does not wait behind its
-// statements either (gateway at 16 clients, three runs interleaved:
-// 981-1,068 → 1,123-1,250 calls/s; at 1 client p50 2.16-2.37 →
-// 2.03-2.19 ms).
+// outcome's own.
 const lazyLinger = 2 * time.Millisecond
 
 // linger waits up to lazyLinger for a write a caller waits on, then adds
-// it and whatever else is waiting to the batch (lazy ones meanwhile too).
+// it and whatever else is waiting to the batch.
 func (s *Store) linger(batch []*writeReq) ([]*writeReq, *writeReq) {
-	wait := lazyLinger
-	if s.lazyLinger > 0 {
-		wait = s.lazyLinger
-	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(lazyLinger)
 	defer t.Stop()
 	for len(batch) < maxBatch {
 		select {
@@ -238,7 +216,7 @@ func (s *Store) commitRemaining() {
 	for {
 		select {
 		case req := <-s.writes:
-			s.commitBatch([]*writeReq{req}, nil)
+			s.commitBatch([]*writeReq{req})
 		default:
 			return
 		}
@@ -246,9 +224,7 @@ func (s *Store) commitRemaining() {
 }
 
 // commitBatch runs each request in its own savepoint and commits once.
-// more, if set, is asked once the batch's requests have run, for the
-// requests that came meanwhile (they run too, then the batch commits).
-func (s *Store) commitBatch(batch []*writeReq, more func() []*writeReq) {
+func (s *Store) commitBatch(batch []*writeReq) {
 	results := make([]writeResult, len(batch))
 	answer := func() {
 		for i, req := range batch {
@@ -288,10 +264,13 @@ func (s *Store) commitBatch(batch []*writeReq, more func() []*writeReq) {
 		chain.shared = &s.wc
 	}
 	kept := 0
-	for i := 0; i < len(batch); i++ {
-		if err := batch[i].ctx.Err(); err != nil {
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
 			results[i].err = err
-		} else if results[i] = s.runOne(tx, chain, batch[i], i, more == nil && len(batch) == 1); results[i].broken {
+			continue
+		}
+		results[i] = s.runOne(tx, chain, req, i, len(batch) == 1)
+		if results[i].broken {
 			for j := range results {
 				if j != i {
 					results[j] = writeResult{err: fmt.Errorf("not written: the batch it shared was rolled back (%w)", results[i].err)}
@@ -299,14 +278,9 @@ func (s *Store) commitBatch(batch []*writeReq, more func() []*writeReq) {
 			}
 			answer()
 			return
-		} else if results[i].err == nil {
-			kept++
 		}
-		if i == len(batch)-1 && more != nil {
-			extra := more()
-			more = nil
-			batch = append(batch, extra...)
-			results = append(results, make([]writeResult, len(extra))...)
+		if results[i].err == nil {
+			kept++
 		}
 	}
 	if kept > 0 {

@@ -3,7 +3,6 @@ package activity
 import (
 	"context"
 	"hash/maphash"
-	"time"
 )
 
 // Hooks for the table check's cost benchmark (tablecheck_test.go).
@@ -35,10 +34,6 @@ func (s *Store) CheckpointStep() { s.checkpointStep() }
 // SetSealedHook runs f after each seal commits, while the seal still
 // holds its lock: a test holds a seal open with it.
 func (s *Store) SetSealedHook(f func()) { s.sealedHook = f }
-
-// SetLazyLinger makes queued writes wait d for company, before any write
-// is queued.
-func (s *Store) SetLazyLinger(d time.Duration) { s.lazyLinger = d }
 
 // CheckpointPassive runs only its PASSIVE checkpoint (what the store did
 // before WALLimit), for comparison.

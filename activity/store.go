@@ -127,9 +127,8 @@ type Store struct {
 	edge       Edge  // tree edge after this process's last commit
 	edgeSize   int64 // log size edge describes; -1: none
 	sealMu     sync.Mutex
-	sealAsked  atomic.Bool   // a writer found sealMu held and went on (sealIfDue)
-	sealedHook func()        // tests: runs after a seal commits, sealMu held
-	lazyLinger time.Duration // tests: lazyLinger, when set
+	sealAsked  atomic.Bool // a writer found sealMu held and went on (sealIfDue)
+	sealedHook func()      // tests: runs after a seal commits, sealMu held
 	tail       tailState
 	closeOnce  sync.Once
 	stop       chan struct{}
