@@ -21,9 +21,6 @@ import (
 // is often in another file: one imported with this one, or before it.
 // The store is asked for those (sink.importedHop).
 
-// minHopID is the shortest request id taken for a proxy's.
-const minHopID = activity.MinRequestID
-
 // maxHops bounds each generation of remembered requests; two generations
 // are kept, so the most recent maxHops to 2×maxHops.
 const maxHops = 1 << 17
@@ -41,14 +38,14 @@ type hopIndex struct {
 // seenAt reports whether h is the request id's earlier line seen again at
 // another hop, and remembers h otherwise.
 func (x *hopIndex) seenAt(id string, h hop) bool {
-	if len(id) < minHopID {
+	if len(id) < activity.MinRequestID {
 		return false
 	}
 	if x.cur == nil {
 		x.cur = map[string]hop{}
 	}
 	for _, m := range []map[string]hop{x.cur, x.prev} {
-		if o, ok := m[id]; ok && o.method == h.method && o.path == h.path && (within(h, o) || within(o, h)) {
+		if o, ok := m[id]; ok && sameSend(h, o) {
 			return true
 		}
 	}
@@ -66,7 +63,7 @@ func (x *hopIndex) seenAt(id string, h hop) bool {
 // The store is asked only once it holds a request id from any import
 // (asked once a file).
 func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err error) {
-	if len(id) < minHopID {
+	if len(id) < activity.MinRequestID {
 		return false, false, nil
 	}
 	beside := k.opts.SeenIn // a dry run's: the database it stands beside
@@ -97,7 +94,7 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 		// The other proxy may name the host otherwise (a front proxy's
 		// public name, a sidecar's service name): the path must agree.
 		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target)}
-		if other.method == h.method && other.path == h.path && (within(h, other) || within(other, h)) {
+		if sameSend(h, other) {
 			return true, o.Target == target && o.Start.Equal(h.start) && o.End.Equal(h.end), nil
 		}
 	}
@@ -114,6 +111,12 @@ const hopSlack = 5 * time.Millisecond
 // msTruncation is how much earlier than it happened a whole-millisecond
 // log shows a line's end.
 const msTruncation = 2 * time.Millisecond
+
+// sameSend reports whether two lines under one request id are one send
+// seen at two proxies: the same method and path, one within the other.
+func sameSend(a, b hop) bool {
+	return a.method == b.method && a.path == b.path && (within(a, b) || within(b, a))
+}
 
 // within reports whether a lies inside b's time. The two must also
 // overlap (but for truncation): a short line that ended before b began is
