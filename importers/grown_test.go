@@ -235,3 +235,55 @@ func TestPrefixHashHoldsWholeLines(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfinishedLastLine: a log copied while its writer was writing ends
+// mid-line. That line does not read: a JSON format's import is refused
+// with the way out named (the line whole, or --skip-bad), a text format
+// passes it over; either way the report names it, and the log imported
+// again once grown reads it whole, each request once. A last line that
+// lacks only its line end reads as it is.
+func TestUnfinishedLastLine(t *testing.T) {
+	for _, name := range []string{"envoy.jsonl", "kong.jsonl", "nginx-text.log", "envoy-text.log"} {
+		full, err := os.ReadFile("testdata/mapping/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full = bytes.TrimRight(full, "\n")
+		if strings.HasSuffix(name, ".log") {
+			// These end in a line of noise (a TLS handshake, a TCP
+			// probe); a request is what a cut would hide.
+			full = full[:bytes.LastIndexByte(full, '\n')]
+		}
+		lines := int64(bytes.Count(full, []byte("\n")) + 1)
+		alone, err := Import(ctx, newStore(t), writeFile(t, name, full), Options{})
+		if err != nil {
+			t.Fatalf("%s without its last line end: %v", name, err)
+		}
+		if alone.Unfinished != 0 || alone.Lines != lines {
+			t.Errorf("%s without its last line end: line %d unfinished, %d lines read, want none and %d", name, alone.Unfinished, alone.Lines, lines)
+		}
+		cut := full[:len(full)-len(full[bytes.LastIndexByte(full, '\n')+1:])/2]
+		s := newStore(t)
+		first, err := Import(ctx, s, writeFile(t, name, cut), Options{})
+		if strings.HasSuffix(name, ".jsonl") {
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != lines || !strings.Contains(err.Error(), "no line end") || !strings.Contains(err.Error(), "--skip-bad") {
+				t.Fatalf("%s cut mid-line: %v, want line %d refused with the way out", name, err, lines)
+			}
+			first, err = Import(ctx, s, writeFile(t, name, cut), Options{SkipBad: true})
+		}
+		if err != nil {
+			t.Fatalf("%s cut mid-line: %v", name, err)
+		}
+		if first.Unfinished != lines || !strings.Contains(first.Note, fmt.Sprintf("Line %d, the last, has no line end", lines)) {
+			t.Errorf("%s cut mid-line: line %d unfinished, note %q; want line %d named", name, first.Unfinished, first.Note, lines)
+		}
+		rep, err := Import(ctx, s, writeFile(t, name, append(full, '\n')), Options{})
+		if err != nil {
+			t.Fatalf("%s grown: %v", name, err)
+		}
+		if got := first.Executions + rep.Executions; got != alone.Executions || rep.Held != lines-1 {
+			t.Errorf("%s cut, then grown: %d + %d executions (%d lines held), want %d (%d held)", name, first.Executions, rep.Executions, rep.Held, alone.Executions, lines-1)
+		}
+	}
+}

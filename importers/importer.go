@@ -77,6 +77,11 @@ type FileReport struct {
 	// stderr in a host log, a log/slog line, a wrapped entry): recognised
 	// and passed over, not errors.
 	Noise int64 `json:"noise"`
+	// Unfinished is the number of the file's last line when it has no
+	// line end and did not read (passed over as noise, or skipped with
+	// --skip-bad): a line its writer had not finished, most likely, read
+	// whole when the log, grown, is imported again.
+	Unfinished int64 `json:"unfinished_line,omitempty"`
 	// NotRecorded counts records imported with a fact the log lacks, by
 	// field ("host", "arguments", "outcome"): imported, marked not
 	// recorded, never refused for it.
@@ -96,6 +101,9 @@ func (r FileReport) Summary() string {
 	s := fmt.Sprintf("imported %s (%s): %d calls, %d executions, %d skipped", filepath.Base(r.File), r.Format, r.Calls, r.Executions, r.Skipped)
 	if r.Noise > 0 {
 		s += fmt.Sprintf(", %d noise lines", r.Noise)
+	}
+	if r.Unfinished > 0 {
+		s += fmt.Sprintf(", last line %d unfinished (no line end)", r.Unfinished)
 	}
 	if r.Repeated > 0 {
 		s += fmt.Sprintf(", %d records already held", r.Repeated)
@@ -271,6 +279,9 @@ func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path st
 	}
 	if rep.Repeated > 0 {
 		rep.Note += fmt.Sprintf(" %d records are ones already held (recognised by their ids): not imported again.", rep.Repeated)
+	}
+	if rep.Unfinished > 0 {
+		rep.Note += fmt.Sprintf(" Line %d, the last, has no line end and did not read as a record: if the log was copied while it was being written, import it again once it has grown, to read that line whole.", rep.Unfinished)
 	}
 	if grown.lines > 0 {
 		rep.Held, rep.HeldIn = grown.lines, grown.src.ID

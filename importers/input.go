@@ -126,12 +126,16 @@ func (c *contentHash) write(b []byte) {
 // lines reads a file line by line, through gzip when the file starts with
 // its magic bytes, counting lines and the stored bytes read so far.
 type lines struct {
-	f      *os.File
-	count  *countingReader
-	gz     *gzip.Reader
-	r      *bufio.Reader
-	line   int64  // number of the line last returned, 1-based
-	buf    []byte // a line longer than the reader's buffer
+	f     *os.File
+	count *countingReader
+	gz    *gzip.Reader
+	r     *bufio.Reader
+	line  int64  // number of the line last returned, 1-based
+	buf   []byte // a line longer than the reader's buffer
+	// cut is the number of the last line if it has no line end (the
+	// file was read, or copied, while its writer was writing it); 0:
+	// none. Atomic: a decoder reads ahead of the writer that asks.
+	cut    atomic.Int64
 	Gzip   bool
 	stored int64
 }
@@ -199,6 +203,9 @@ func (l *lines) Next() ([]byte, error) {
 		return nil, io.EOF
 	}
 	l.line++
+	if !bytes.HasSuffix(line, []byte("\n")) {
+		l.cut.Store(l.line)
+	}
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	return line, nil

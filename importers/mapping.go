@@ -535,12 +535,12 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '{' && len(d.m.Text) > 0 {
 			text, ok := d.m.textRecord(l)
 			if !ok {
-				k.noise()
+				k.noise(n)
 				return nil
 			}
 			doc = text
 		} else if notJSON(line) {
-			k.noise()
+			k.noise(n)
 			return nil
 		} else {
 			dec := json.NewDecoder(bytes.NewReader(line))

@@ -141,7 +141,7 @@ func (d *mcpLog) line(k *sink, n int64, s string) error {
 	m := sdkLine.FindStringSubmatch(s)
 	if m == nil {
 		d.other++ // slog lines, a server's own output
-		k.noise()
+		k.noise(n)
 		return nil
 	}
 	var at time.Time
@@ -178,7 +178,7 @@ func (d *mcpLog) claude(k *sink, n int64, m []string) error {
 	msg := claudeMsg.FindStringSubmatch(text)
 	if msg == nil {
 		d.other++
-		k.noise()
+		k.noise(n)
 		if strings.HasPrefix(text, "Server transport closed") || strings.HasPrefix(text, "Client transport closed") {
 			return d.closeOpen(k, n, at, server, "the connection to the server closed")
 		}

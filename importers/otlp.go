@@ -236,7 +236,7 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 			return k.bad(n, "", err)
 		}
 		if doc == nil {
-			k.noise()
+			k.noise(n)
 			return nil
 		}
 		if err := d.add(k, n, doc); err != nil {

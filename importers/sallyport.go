@@ -82,7 +82,7 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 	err := eachLine(ctx, in, k, func(n int64, line []byte) error {
 		d.line = n
 		if notJSON(line) {
-			k.noise()
+			k.noise(n)
 			return nil
 		}
 		var ev spEvent

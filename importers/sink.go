@@ -82,9 +82,16 @@ func (k *sink) atRecord(line int64, record string) activity.Provenance {
 // error (naming file, line and field); with it, it is counted and the
 // first few are kept for the report.
 func (k *sink) bad(line int64, field string, err error) error {
+	cut := k.unfinished(line)
+	if cut {
+		err = fmt.Errorf("%w (%s: import it once the line is whole, or with --skip-bad to import the lines before it)", err, unfinishedWhy)
+	}
 	le := &LineError{File: k.file, Line: line, Field: field, Err: err}
 	if !k.skip {
 		return le
+	}
+	if cut {
+		k.rep.Unfinished = line
 	}
 	k.seen++
 	k.rep.Skipped++
@@ -152,7 +159,23 @@ func (k *sink) count() { k.seen++ }
 
 // noise counts a line that is not part of the protocol: passed over, not
 // an error.
-func (k *sink) noise() { k.rep.Noise++ }
+func (k *sink) noise(line int64) {
+	k.rep.Noise++
+	if k.unfinished(line) {
+		k.rep.Unfinished = line
+	}
+}
+
+// unfinishedWhy says why the last line may not read.
+const unfinishedWhy = "the last line has no line end, as when a log is copied while it is being written"
+
+// unfinished reports whether line is the file's last and has no line
+// end: most likely one its writer had not finished, which does not
+// read (or reads as noise) now and whole once the log has grown. A
+// line like that which reads is imported as it is.
+func (k *sink) unfinished(line int64) bool {
+	return k.in != nil && line > 0 && k.in.cut.Load() == line
+}
 
 // notRecorded counts a record imported without a fact the importer would
 // like (field names it).

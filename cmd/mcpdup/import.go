@@ -32,8 +32,11 @@ malformed record names the file, line and field and nothing of that file is
 written (--skip-bad skips such records and counts them). A file imported
 before (same sha256) adds nothing and says so; an access log that grew
 since it was imported adds only its new lines (a grown mcp-log or
-sallyport log is refused: its calls pair with answers across lines).
-Every imported row keeps
+sallyport log is refused: its calls pair with answers across lines). A
+log copied while it was being written ends mid-line: a last line with no
+line end that does not read is named (a JSON format's file is refused
+unless --skip-bad; a text format's line is passed over), and read whole
+when the grown log is imported again. Every imported row keeps
 its source, file and line; what a format does not record (delivery,
 authorization, which process called…) is marked "not recorded", so the
 analysis answers "unknown" rather than guessing.
