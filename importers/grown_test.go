@@ -286,4 +286,13 @@ func TestUnfinishedLastLine(t *testing.T) {
 			t.Errorf("%s cut, then grown: %d + %d executions (%d lines held), want %d (%d held)", name, first.Executions, rep.Executions, rep.Held, alone.Executions, lines-1)
 		}
 	}
+	// A gzipped log cut short is refused, saying so.
+	var b bytes.Buffer
+	z := gzip.NewWriter(&b)
+	z.Write(bytes.Repeat([]byte(`{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","path":"/v1/payments","response_code":201}`+"\n"), 200))
+	z.Close()
+	_, err := Import(ctx, newStore(t), writeFile(t, "access.log.gz", b.Bytes()[:b.Len()-12]), Options{})
+	if err == nil || !strings.Contains(err.Error(), "gzip data ends early") {
+		t.Errorf("a gzipped log cut short: %v", err)
+	}
 }

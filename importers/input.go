@@ -61,6 +61,9 @@ func readContent(path string, raw io.Writer, content io.Writer) (int64, error) {
 		body = gz
 	}
 	if _, err := io.Copy(content, body); err != nil {
+		if body != io.Reader(br) && errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("read %s: its gzip data ends early: the file was cut short (copied before gzip finished writing it?): %w", path, err)
+		}
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil { // what gzip left: still part of the stored bytes
