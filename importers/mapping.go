@@ -787,6 +787,12 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 		if i >= offset && len(upStatus) > 0 {
 			code, _ := strconv.Atoi(upStatus[i-offset])
 			t = outcomeOf(doc, code, r.flags, m, last, r.end)
+		} else if last && slices.Contains(m.ClientGone.Status, r.status) {
+			// The proxy's own status (nginx's 499): the client left first,
+			// the proxy gave up on the target, and the target's answer,
+			// if any, is not in the log.
+			t = activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end),
+				Reason: "the client went away (" + condText(r.status, r.flags) + ") before the target's answer: it may have acted"}
 		} else if last {
 			t = outcomeOf(doc, r.status, r.flags, m, true, r.end)
 		}
