@@ -28,6 +28,13 @@ const maxHops = 1 << 17
 type hop struct {
 	start, end   time.Time
 	method, path string
+	// via is where in the path the line was logged (Mapping.Via: an
+	// Istio sidecar's outbound|… or inbound|… cluster), upstream where
+	// the proxy sent it; empty: not recorded. Within one file a hop's
+	// two lines name two (twoProxies): one proxy's two lines under one
+	// id are a resend, the client reusing or propagating the id (Istio
+	// asks apps to), or hedging it.
+	via, upstream string
 }
 
 // hopIndex remembers recent requests by their proxy request id.
@@ -45,7 +52,7 @@ func (x *hopIndex) seenAt(id string, h hop) bool {
 		x.cur = map[string]hop{}
 	}
 	for _, m := range []map[string]hop{x.cur, x.prev} {
-		if o, ok := m[id]; ok && sameSend(h, o) {
+		if o, ok := m[id]; ok && twoProxies(h, o) && sameSend(h, o) {
 			return true
 		}
 	}
@@ -100,6 +107,24 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 	}
 	return false, false, nil
 }
+
+// twoProxies reports whether two lines of one file are two proxies'
+// (a log holding several sidecars'): they were logged at two places in
+// the path (via), or, where that is not recorded, sent to two upstreams
+// at once (a resend or a hedge to another replica starts later than a
+// request reaches the next proxy). Without either, the file is taken for
+// one proxy's: two sends.
+func twoProxies(a, b hop) bool {
+	if a.via != "" && b.via != "" {
+		return a.via != b.via
+	}
+	return a.upstream != "" && b.upstream != "" && a.upstream != b.upstream &&
+		a.start.Sub(b.start).Abs() <= hopDelay
+}
+
+// hopDelay is how much later than the first proxy the next one sees a
+// request, at most: milliseconds on a mesh, queueing included.
+const hopDelay = 100 * time.Millisecond
 
 // hopSlack is how far a line may lie outside the other's time and still
 // be within it. Proxies log whole milliseconds, start and duration each

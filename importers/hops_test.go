@@ -35,10 +35,26 @@ func TestRequestSeenAtTwoHopsIsOneSend(t *testing.T) {
 	shortIDs := `{"start_time":"2026-03-02T10:15:04.000Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":900,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
 {"start_time":"2026-03-02T10:15:04.100Z","method":"POST","x-envoy-origin-path":"/mcp","response_code":200,":authority":"mcp.example","upstream_host":"10.0.4.12:8080","duration":300,"jsonrpc.request.id":"3","mcp.method.name":"tools/call","mcp.tool.name":"create_ticket"}
 `
+	// One sidecar's two sends under the id the app propagates (Istio's
+	// FAQ asks apps to forward x-request-id), the second while the first
+	// still waited for its 15 s timeout; lines written as each ended.
+	propagated := `[2026-11-28T13:00:16.000Z] "POST /v1/payments HTTP/1.1" 200 - via_upstream - "-" 212 97 842 840 "-" "python-requests/2.31.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:8000" outbound|8000||payments.prod.svc.cluster.local 10.44.1.23:37700 10.0.45.184:8000 10.44.1.23:46600 - default
+[2026-11-28T13:00:10.000Z] "POST /v1/payments HTTP/1.1" 504 UT response_timeout - "-" 212 24 15001 - "-" "python-requests/2.31.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:8000" outbound|8000||payments.prod.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default
+`
+	// The same through Envoy's default format (no cluster): the client
+	// reused its request id, to the same upstream; then a client hedging
+	// to a second replica a second later, cancelling the first (DC).
+	reused := `[2026-11-28T13:00:16.000Z] "POST /v1/payments HTTP/1.1" 200 - 212 97 842 840 "10.0.4.12" "ops-agent/2.1" "0c3f4e3a-8a73-4a53-b0ad-42b1d7b0a9e1" "pay.example.com" "10.244.0.7:8443"
+[2026-11-28T13:00:10.000Z] "POST /v1/payments HTTP/1.1" 504 UT 212 24 15001 - "10.0.4.12" "ops-agent/2.1" "0c3f4e3a-8a73-4a53-b0ad-42b1d7b0a9e1" "pay.example.com" "10.244.0.7:8443"
+`
+	hedged := `[2026-11-28T13:00:11.000Z] "POST /v1/payments HTTP/2" 201 - 212 97 800 798 "-" "checkout/3.4 grpc-go" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.27:8000"
+[2026-11-28T13:00:10.000Z] "POST /v1/payments HTTP/2" 0 DC 212 0 1801 - "-" "checkout/3.4 grpc-go" "84961386-6d84-929d-98bd-c5aee93b5c88" "payments:8000" "10.44.1.28:8000"
+`
 	for _, c := range []struct {
 		name, log string
 		sends     int64
-	}{{"two hops", mesh, 1}, {"two hops, each line rounded to the ms", rounded, 1}, {"a resend after the first ended", resend, 2}, {"a refused send, then a resend 4 ms after it began", fastResend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2}} {
+	}{{"two hops", mesh, 1}, {"two hops, each line rounded to the ms", rounded, 1}, {"a resend after the first ended", resend, 2}, {"a refused send, then a resend 4 ms after it began", fastResend, 2}, {"JSON-RPC ids of two sessions", shortIDs, 2},
+		{"one sidecar's resend under a propagated id", propagated, 2}, {"a resend under a reused id, one upstream", reused, 2}, {"a hedge to another replica", hedged, 2}} {
 		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "envoy"})
 		if err != nil {
 			t.Fatal(err)

@@ -55,6 +55,12 @@ type Mapping struct {
 	Status         Field `toml:"status"`      // the status sent to the client
 	Upstream       Field `toml:"upstream"`    // where the proxy sent it; empty: not sent
 	UpstreamStatus Field `toml:"upstream_status"`
+	// Via names where in the path the proxy logged a line (Envoy's
+	// upstream_cluster: outbound|… on the caller's sidecar, inbound|… on
+	// the target's); without it, the upstream does. Two lines of one file
+	// under one request id are one request at two hops only if they name
+	// two (hops.go).
+	Via            Field `toml:"via"`
 	Attempts       Field `toml:"attempts"`        // how many times the proxy sent it
 	IdempotencyKey Field `toml:"idempotency_key"` // a record that has the field but no value: none sent
 	Flags          Field `toml:"flags"`           // proxy condition codes (Envoy's response_flags)
@@ -677,7 +683,8 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}
+	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p,
+		via: m.Via.value(doc), upstream: strings.Join(m.Upstream.values(doc), ",")}
 	seen, again := d.hops.seenAt(rid, h), false
 	if !seen {
 		if seen, again, err = k.importedHop(rid, r.target, h); err != nil {
