@@ -494,6 +494,7 @@ type mapped struct {
 	hopLines                       int64 // a request seen again by another proxy it crossed
 	againLines                     int64 // lines an earlier import holds already (overlapping exports of one log)
 	mcpCalls                       int64 // MCP tool calls through the proxy
+	noise, firstNoise              int64 // text lines no line format reads, and the first's number
 	withArgs                       int64 // records whose arguments the log holds
 	runs                           map[string]activity.RunID
 }
@@ -505,6 +506,9 @@ func (d *mapped) note() string {
 	}
 	if d.hopLines > 0 {
 		n += fmt.Sprintf(", %d lines of a request already read (here or in a file imported before), logged again by another proxy it crossed (the same request id, within the first line's time): one send", d.hopLines)
+	}
+	if d.noise > 0 {
+		n += fmt.Sprintf(", %d lines none of its line formats reads (passed over as no request; the first is line %d)", d.noise, d.firstNoise)
 	}
 	if d.againLines > 0 {
 		n += fmt.Sprintf(", %d lines a file imported before holds already (the same request id, target and times), not imported again", d.againLines)
@@ -541,6 +545,9 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '{' && len(d.m.Text) > 0 {
 			text, ok := d.m.textRecord(l)
 			if !ok {
+				if d.noise++; d.firstNoise == 0 {
+					d.firstNoise = n
+				}
 				k.noise(n)
 				return nil
 			}

@@ -239,3 +239,30 @@ func TestContainerLogWrappers(t *testing.T) {
 		t.Errorf("a wrapped sallyport log: %v", err)
 	}
 }
+
+// TestUnescapedQuotesInUserAgent: Envoy writes a text field's quotes as
+// they came (envoyproxy/envoy#4191), and Traefik did until v3.5
+// (traefik/traefik#11722): a user agent holding a quote still reads, its
+// request is no noise. A line no format reads is named in the note.
+func TestUnescapedQuotesInUserAgent(t *testing.T) {
+	for _, c := range []struct{ name, log string }{
+		{"envoy", `[2026-11-28T13:00:10.000Z] "POST /v1/payments HTTP/1.1" 504 UT 212 24 15001 - "10.0.4.12" "python-requests/2.31.0" "0c3f4e3a-8a73-4a53-b0ad-42b1d7b0a9e1" "pay.example.com" "10.244.0.7:8443"
+[2026-11-28T13:00:31.000Z] "POST /v1/payments HTTP/1.1" 200 - 212 97 842 840 "10.0.4.12" "Mozilla/5.0 "compatible"" "5d1e7e0b-6f2a-4a43-9a51-3b0f6a7f2c55" "pay.example.com" "10.244.0.7:8443"
+`},
+		{"traefik", `10.0.4.12 - - [28/Nov/2026:11:00:05 +0000] "POST /v1/tickets HTTP/1.1" 504 15 "-" "ops-agent/2.1" 41 "tickets@docker" "http://172.18.0.5:8080" 30001ms
+10.0.4.12 - - [28/Nov/2026:11:00:36 +0000] "POST /v1/tickets HTTP/1.1" 201 87 "-" "Dalvik/2.1.0 (Linux; U; Android 5.1; Alba 10" Build/LMY47I)" 42 "tickets@docker" "http://172.18.0.5:8080" 120ms
+`},
+	} {
+		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: c.name})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if rep.Executions != 2 || rep.Noise != 0 {
+			t.Errorf("%s: %d executions, %d noise lines; want 2 and none (%s)", c.name, rep.Executions, rep.Noise, rep.Note)
+		}
+	}
+	rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte("10.0.4.12 - - [28/Nov/2026:11:00:05 +0000] \"POST /v1/tickets HTTP/1.1\" 201 15 \"-\" \"ops-agent/2.1\"\nnot a request at all\n")), Options{Format: "nginx"})
+	if err != nil || !strings.Contains(rep.Note, "1 lines none of its line formats reads (passed over as no request; the first is line 2)") {
+		t.Errorf("a line no format reads: %v, note %q", err, rep.Note)
+	}
+}
