@@ -35,6 +35,9 @@ type hop struct {
 	// id are a resend, the client reusing or propagating the id (Istio
 	// asks apps to), or hedging it.
 	via, upstream string
+	// coarse: its time was logged in whole seconds (nginx's
+	// $time_local), so it happened up to a second later than it shows.
+	coarse bool
 }
 
 // hopIndex remembers recent requests by their proxy request id.
@@ -100,7 +103,7 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 	for _, o := range imported {
 		// The other proxy may name the host otherwise (a front proxy's
 		// public name, a sidecar's service name): the path must agree.
-		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target)}
+		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target), coarse: coarseStored(o.Start, o.End)}
 		if sameSend(h, other) {
 			return true, o.Target == target && o.Start.Equal(h.start) && o.End.Equal(h.end), nil
 		}
@@ -147,9 +150,37 @@ func sameSend(a, b hop) bool {
 // overlap (but for truncation): a short line that ended before b began is
 // b's predecessor (a refused send, then the client's resend 4 ms later),
 // however close their starts.
+//
+// A line logged in whole seconds (coarse) happened up to a second later
+// than it shows. within asks whether some such shift of the two puts a
+// inside b: d, how much later a happened than b against what they show,
+// lies in [-b's shift, a's shift] and meets every bound.
 func within(a, b hop) bool {
-	return !a.start.Before(b.start.Add(-hopSlack)) && !a.end.After(b.end.Add(hopSlack)) &&
-		!a.end.Add(msTruncation).Before(b.start) && !b.end.Add(msTruncation).Before(a.start)
+	lo := max(b.start.Sub(a.start)-hopSlack, b.start.Sub(a.end)-msTruncation)
+	hi := min(b.end.Sub(a.end)+hopSlack, b.end.Sub(a.start)+msTruncation)
+	return lo <= hi && lo <= shift(a) && hi >= -shift(b)
+}
+
+// shift is how much later than it shows a line may have happened.
+func shift(h hop) time.Duration {
+	if h.coarse {
+		return time.Second - time.Millisecond
+	}
+	return 0
+}
+
+// coarseTime reports whether a logged time has whole seconds only: no
+// fraction written ("28/Nov/2026:11:00:07 +0000", an RFC 3339 time
+// without one).
+func coarseTime(raw string, t time.Time) bool {
+	return t.Nanosecond() == 0 && !strings.ContainsAny(raw, ".,")
+}
+
+// coarseStored reports whether a stored request's times show it was
+// logged in whole seconds as it ended (nginx's time_at = "end"): an end on
+// a whole second, a start that is not (the end less a duration in ms).
+func coarseStored(start, end time.Time) bool {
+	return end.Nanosecond() == 0 && start.Nanosecond() != 0
 }
 
 // targetPath is the path of a target a mapped import stored (its host,

@@ -96,6 +96,13 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 `
 	sidecar := `[2026-03-02T10:15:04.420Z] "POST /v1/payments HTTP/1.1" 201 - via_upstream - "-" 312 135 30 29 "203.0.113.7" "agent" "6f1c2b9e-3d4a-4e5f-9a8b-7c6d5e4f3a21" "payments:8000" "127.0.0.1:8000" inbound|8000|| 127.0.0.1:41854 10.44.1.27:8000 10.44.1.23:37652 outbound_.8000_._.payments.foo.svc.cluster.local default
 `
+	// ingress-nginx at the edge (its documented JSON log-format-upstream:
+	// whole seconds, written as the request ended 2.502 s after it
+	// began), then the ticket pod's Istio sidecar (JSON, ms).
+	ingress := `{"time": "2026-11-28T11:00:07+00:00", "remote_addr": "10.0.4.12", "x-forward-for": "10.0.4.12", "request_id": "9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f", "remote_user": "", "bytes_sent": 412, "request_time": 2.502, "status": 201, "vhost": "tickets.example.com", "request_proto": "HTTP/1.1", "path": "/v1/tickets", "request_query": "", "request_length": 512, "duration": 2.502, "method": "POST", "http_referrer": "", "http_user_agent": "ops-agent/2.1"}
+`
+	podSidecar := `{"authority":"tickets.example.com","bytes_received":212,"bytes_sent":87,"connection_termination_details":null,"downstream_local_address":"10.244.1.5:8080","downstream_remote_address":"10.244.0.30:51234","duration":2480,"method":"POST","path":"/v1/tickets","protocol":"HTTP/1.1","request_id":"9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f","requested_server_name":null,"response_code":201,"response_code_details":"via_upstream","response_flags":"-","route_name":"default","start_time":"2026-11-28T11:00:05.010Z","upstream_cluster":"inbound|8080||","upstream_host":"10.244.1.5:8080","upstream_local_address":"127.0.0.6:40001","upstream_service_time":"2478","upstream_transport_failure_reason":null,"user_agent":"ops-agent/2.1","x_forwarded_for":"10.0.4.12"}
+`
 	rootFacade := strings.Replace(facade, "/v1/payments", "/rpc/", 1)
 	rootService := strings.Replace(service, "/payments", "/", 1)
 	resolve := func(t *testing.T, s *activity.Store) {
@@ -122,6 +129,8 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 		{"another service's path under the propagated id", []string{facade, service}, 2, "", nil},
 		{"Traefik at the edge, then the target's sidecar", []string{edge, sidecar}, 1, "logged again by another proxy", nil},
 		{"a root path under the propagated id", []string{rootFacade, rootService}, 2, "", nil},
+		{"ingress-nginx at the edge, then the target's sidecar", []string{ingress, podSidecar}, 1, "logged again by another proxy", nil},
+		{"the target's sidecar, then ingress-nginx at the edge", []string{podSidecar, ingress}, 1, "logged again by another proxy", nil},
 		// The operator's resolution, later, is no part of the first
 		// request's time: the resend after it is a send.
 		{"the first resolved by an operator, then the resend's file", []string{first, resend}, 2, "", resolve},

@@ -42,19 +42,24 @@ type Mapping struct {
 	// not JSON is read through the first it matches (textline.go).
 	Text []TextFormat `toml:"text"`
 
-	Time           Field `toml:"time"`        // when the request arrived (required)
-	Duration       Field `toml:"duration_ms"` // how long it took
-	Actor          Field `toml:"actor"`       // the client (address, consumer)
-	Session        Field `toml:"session"`     // an MCP session id: a run
-	RequestID      Field `toml:"request_id"`  // a JSON-RPC or proxy request id
-	Tool           Field `toml:"tool"`        // the MCP tool, for MCP-aware gateways
-	Method         Field `toml:"method"`      // HTTP method
-	Host           Field `toml:"host"`        // the target's host
-	Path           Field `toml:"path"`        // the target's path (query dropped)
-	Arguments      Field `toml:"arguments"`   // the request's arguments, when logged
-	Status         Field `toml:"status"`      // the status sent to the client
-	Upstream       Field `toml:"upstream"`    // where the proxy sent it; empty: not sent
-	UpstreamStatus Field `toml:"upstream_status"`
+	Time Field `toml:"time"` // when the request arrived (required), or ended: TimeAt
+	// TimeAt is what Time marks: "start" (the default) or "end" (nginx
+	// writes a line as the request ends, and its $time_local,
+	// $time_iso8601 and $msec are that moment: the start is Duration
+	// before it).
+	TimeAt         string `toml:"time_at"`
+	Duration       Field  `toml:"duration_ms"` // how long it took
+	Actor          Field  `toml:"actor"`       // the client (address, consumer)
+	Session        Field  `toml:"session"`     // an MCP session id: a run
+	RequestID      Field  `toml:"request_id"`  // a JSON-RPC or proxy request id
+	Tool           Field  `toml:"tool"`        // the MCP tool, for MCP-aware gateways
+	Method         Field  `toml:"method"`      // HTTP method
+	Host           Field  `toml:"host"`        // the target's host
+	Path           Field  `toml:"path"`        // the target's path (query dropped)
+	Arguments      Field  `toml:"arguments"`   // the request's arguments, when logged
+	Status         Field  `toml:"status"`      // the status sent to the client
+	Upstream       Field  `toml:"upstream"`    // where the proxy sent it; empty: not sent
+	UpstreamStatus Field  `toml:"upstream_status"`
 	// Via names where in the path the proxy logged a line (Envoy's
 	// upstream_cluster: outbound|… on the caller's sidecar, inbound|… on
 	// the target's); without it, the upstream does. Two lines of one file
@@ -167,6 +172,9 @@ func ParseMapping(b []byte) (*Mapping, error) {
 	}
 	if len(m.Time.From) == 0 {
 		return nil, errors.New("time.from is required: a record without a time cannot be placed")
+	}
+	if m.TimeAt != "" && m.TimeAt != "start" && m.TimeAt != "end" {
+		return nil, fmt.Errorf("time_at = %q: it is \"start\" or \"end\", what the time field marks", m.TimeAt)
 	}
 	if len(m.Method.From) == 0 && m.Method.Const == "" && len(m.Tool.From) == 0 {
 		return nil, errors.New("method or tool is required")
@@ -623,7 +631,10 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		return k.bad(n, "time ("+strings.Join(m.Time.From, ", ")+")", err)
 	}
 	dur, _ := m.Duration.ms(doc)
-	r.end = r.start.Add(time.Duration(dur * float64(time.Millisecond)))
+	took, logged := time.Duration(dur*float64(time.Millisecond)), r.start
+	if r.end = r.start.Add(took); m.TimeAt == "end" {
+		r.start, r.end = r.start.Add(-took), r.start
+	}
 	r.method = strings.ToUpper(m.Method.value(doc))
 	host, p := m.Host.value(doc), m.Path.value(doc)
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
@@ -691,7 +702,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		}
 	}
 	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p,
-		via: m.Via.value(doc), upstream: strings.Join(m.Upstream.values(doc), ",")}
+		via: m.Via.value(doc), upstream: strings.Join(m.Upstream.values(doc), ","), coarse: coarseTime(m.Time.value(doc), logged)}
 	seen, again := d.hops.seenAt(rid, h), false
 	if !seen {
 		if seen, again, err = k.importedHop(rid, r.target, h); err != nil {

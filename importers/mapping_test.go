@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
@@ -264,5 +265,35 @@ func TestUnescapedQuotesInUserAgent(t *testing.T) {
 	rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte("10.0.4.12 - - [28/Nov/2026:11:00:05 +0000] \"POST /v1/tickets HTTP/1.1\" 201 15 \"-\" \"ops-agent/2.1\"\nnot a request at all\n")), Options{Format: "nginx"})
 	if err != nil || !strings.Contains(rep.Note, "1 lines none of its line formats reads (passed over as no request; the first is line 2)") {
 		t.Errorf("a line no format reads: %v, note %q", err, rep.Note)
+	}
+}
+
+// TestTimeAtEnd: a log that writes a line as its request ends (nginx)
+// places the request duration_ms before that time; time_at names what
+// the time marks, and nothing else.
+func TestTimeAtEnd(t *testing.T) {
+	base := "name = \"x\"\ntime = { from = [\"/t\"] }\nduration_ms = { from = [\"/d\"] }\nmethod = { from = [\"/m\"] }\npath = { from = [\"/p\"] }\nstatus = { from = [\"/s\"] }\n"
+	if _, err := ParseMapping([]byte(base + "time_at = \"middle\"\n")); err == nil || !strings.Contains(err.Error(), "time_at") {
+		t.Errorf("time_at = \"middle\": %v, want an error naming time_at", err)
+	}
+	for _, c := range []struct {
+		at    string
+		start string
+	}{{"", "2026-11-28T11:00:07Z"}, {"start", "2026-11-28T11:00:07Z"}, {"end", "2026-11-28T11:00:04.5Z"}} {
+		m, err := ParseMapping([]byte(base + "time_at = \"" + c.at + "\"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t)
+		if _, err := Import(ctx, s, writeFile(t, "a.jsonl", []byte(`{"t":"2026-11-28T11:00:07Z","d":2500,"m":"POST","p":"/x","s":201}`+"\n")), Options{Mapping: m}); err != nil {
+			t.Fatal(err)
+		}
+		ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+		if err != nil || len(ex) != 1 {
+			t.Fatalf("time_at %q: %d executions, %v", c.at, len(ex), err)
+		}
+		if got := ex[0].Times.Accepted.V.UTC().Format(time.RFC3339Nano); got != c.start {
+			t.Errorf("time_at %q: accepted at %s, want %s", c.at, got, c.start)
+		}
 	}
 }
