@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"slices"
 	"sort"
@@ -118,6 +119,7 @@ type Field struct {
 	DropPort bool              `toml:"drop_port"` // "10.0.4.12:52492" → "10.0.4.12"
 	Unquote  bool              `toml:"unquote"`   // strip quotes (structured-field strings)
 	Split    string            `toml:"split"`     // a list in one value ("a, b" for retries)
+	First    bool              `toml:"first"`     // of a list, the first (X-Forwarded-For's client), not the last
 	Header   string            `toml:"header"`    // the pointer holds headers: pick this one (any case)
 	Map      map[string]string `toml:"map"`       // replace values
 	Prefix   string            `toml:"prefix"`
@@ -315,9 +317,7 @@ func (f Field) values(doc any) []string {
 			p = m
 		}
 		if f.DropPort {
-			if i := strings.LastIndexByte(p, ':'); i > 0 && !strings.Contains(p[i:], "]") {
-				p = p[:i]
-			}
+			p = dropPort(p)
 		}
 		if p != "" && p != "-" {
 			out = append(out, f.Prefix+p)
@@ -343,10 +343,22 @@ func (f Field) present(doc any) bool {
 
 func (f Field) value(doc any) string {
 	vs := f.values(doc)
-	if len(vs) == 0 {
+	switch {
+	case len(vs) == 0:
 		return ""
+	case f.First:
+		return vs[0]
 	}
 	return vs[len(vs)-1]
+}
+
+// dropPort is an address's host: "10.0.4.12:52492" and "[2001:db8::5]:443"
+// lose their port, a bare IPv6 address ("2001:db8::5") has none to lose.
+func dropPort(p string) string {
+	if host, _, err := net.SplitHostPort(p); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")
 }
 
 func scalar(v any) string {

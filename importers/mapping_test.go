@@ -3,6 +3,7 @@ package importers
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,37 @@ func TestIngressNginxUpstreamInfo(t *testing.T) {
 	}
 	if rep.Format != "nginx" || rep.Executions != 3 || rep.Noise != 0 {
 		t.Errorf("%s: %d executions, %d noise lines; want nginx, 3 (two sends, one never sent), none (%s)", rep.Format, rep.Executions, rep.Noise, rep.Note)
+	}
+}
+
+// TestClientAddress: X-Forwarded-For's client is its first address (each
+// proxy appends the one it got the request from); a port is dropped from
+// IPv4 and bracketed IPv6 addresses, and a bare IPv6 address is kept
+// whole, so two clients stay two.
+func TestClientAddress(t *testing.T) {
+	for in, want := range map[string]string{"10.0.4.12:52492": "10.0.4.12", "[2001:db8::5]:443": "2001:db8::5", "2001:db8::5": "2001:db8::5", "10.0.4.12": "10.0.4.12", "[2001:db8::6]": "2001:db8::6"} {
+		if got := dropPort(in); got != want {
+			t.Errorf("dropPort(%q) = %q, want %q", in, got, want)
+		}
+	}
+	log := `{"start_time":"2026-11-28T13:00:10.000Z","method":"POST","path":"/v1/payments","response_code":201,":authority":"pay.example.com","upstream_host":"10.244.0.7:8443","duration":12,"x-forwarded-for":"198.51.100.7, 10.0.0.2"}
+{"start_time":"2026-11-28T13:00:11.000Z","method":"POST","path":"/v1/payments","response_code":201,":authority":"pay.example.com","upstream_host":"10.244.0.7:8443","duration":12,"x-forwarded-for":"2001:db8::5"}
+{"start_time":"2026-11-28T13:00:12.000Z","method":"POST","path":"/v1/payments","response_code":201,":authority":"pay.example.com","upstream_host":"10.244.0.7:8443","duration":12,"x-forwarded-for":"2001:db8::6"}
+`
+	s := newStore(t)
+	if _, err := Import(ctx, s, writeFile(t, "access.log", []byte(log)), Options{Format: "envoy"}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actors []string
+	for _, e := range ex {
+		actors = append(actors, e.Actor)
+	}
+	slices.Sort(actors)
+	if want := []string{"client:198.51.100.7", "client:2001:db8::5", "client:2001:db8::6"}; !slices.Equal(actors, want) {
+		t.Errorf("actors %q, want %q", actors, want)
 	}
 }
