@@ -52,7 +52,12 @@ func detectBare(head []byte) (string, error) {
 		}
 	}
 	var obj map[string]json.RawMessage
-	if first[0] == '{' && json.Unmarshal(first, &obj) == nil {
+	if first[0] == '{' && !bytes.Contains(head, []byte("\n")) && !json.Valid(first) {
+		// A first line longer than the head (a logged request body):
+		// its keys up to there decide.
+		obj = partialObject(first)
+	}
+	if first[0] == '{' && (obj != nil || json.Unmarshal(first, &obj) == nil) {
 		if name := detectObject(obj); name != "" {
 			return name, nil
 		}
@@ -86,6 +91,32 @@ func detectBare(head []byte) (string, error) {
 		}
 	}
 	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
+}
+
+// partialObject reads the members of a JSON object cut short, up to the
+// cut; nil if there are none.
+func partialObject(b []byte) map[string]json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	obj := map[string]json.RawMessage{}
+	for {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			break
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		obj[k] = v
+	}
+	if len(obj) == 0 {
+		return nil
+	}
+	return obj
 }
 
 // UnknownFormatError: the format of a file could not be detected. Why is

@@ -170,6 +170,11 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
+// detectHead is how much of a file detection reads: its first line whole,
+// up to the line reader's buffer (a proxy line carrying a large body or
+// header runs past 64 KiB).
+const detectHead = 1 << 20
+
 // Import reads one file into the store. A file already imported (same
 // sha256) adds nothing and says so.
 func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
@@ -199,7 +204,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	} else if opts.Mapping != nil {
 		rep.Format = "mapping:" + opts.Mapping.Name
 	} else if rep.Format == "" || rep.Format == "auto" {
-		h, err := head(path, 64<<10)
+		h, err := head(path, detectHead)
 		if err != nil {
 			return rep, fmt.Errorf("import %s: %w", path, err)
 		}

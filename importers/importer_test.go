@@ -435,3 +435,18 @@ func TestContentHashHoldsLittle(t *testing.T) {
 		t.Fatal("a CRLF cut between writes changed the content identity")
 	}
 }
+
+// TestDetectLongFirstLine: a first line longer than what detection reads
+// (a logged request body, a long query) still tells its format.
+func TestDetectLongFirstLine(t *testing.T) {
+	body := strings.Repeat("x", 3<<20)
+	for format, line := range map[string]string{
+		"nginx": `{"time":"2026-11-28T09:00:10+00:00","req_id":"r0","remote_addr":"10.0.4.12","host":"files.example","method":"POST","uri":"/v1/upload","status":504,"upstream_addr":"10.0.9.7:8080","upstream_status":"504","upstream_time":"60.000","request_time":60.001,"request_body":"` + body + `"}`,
+		"envoy": `[2026-11-28T13:00:10.000Z] "POST /v1/payments?q=` + body[:400<<10] + ` HTTP/1.1" 201 - 212 97 842 840 "10.0.4.12" "ops-agent/2.1" "0c3f4e3a-8a73-4a53-b0ad-42b1d7b0a9e1" "pay.example.com" "10.244.0.7:8443"`,
+	} {
+		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(line+"\n")), Options{})
+		if err != nil || rep.Format != format || rep.Executions != 1 {
+			t.Errorf("%s with a long first line: %v, format %q, %d executions", format, err, rep.Format, rep.Executions)
+		}
+	}
+}
