@@ -305,12 +305,25 @@ func TestIngressNginxUpstreamInfo(t *testing.T) {
 	log := `10.244.0.1 - - [28/Nov/2026:11:00:05 +0000] "POST /v1/tickets HTTP/1.1" 201 87 "-" "ops-agent/2.1" 512 5.102 [default-tickets-80] [] 10.244.1.5:8080, 10.244.1.6:8080 0, 87 5.000, 0.100 502, 201 6f3c1c1f0b4e4b3a9a5a2f4a3c2b1a02
 10.244.0.1 - - [28/Nov/2026:11:01:06 +0000] "POST /v1/tickets HTTP/1.1" 503 190 "-" "ops-agent/2.1" 512 0.000 [default-tickets-80] [] - - - - 6f3c1c1f0b4e4b3a9a5a2f4a3c2b1a03
 `
-	rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(log)), Options{})
+	s := newStore(t)
+	rep, err := Import(ctx, s, writeFile(t, "access.log", []byte(log)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Format != "nginx" || rep.Executions != 3 || rep.Noise != 0 {
 		t.Errorf("%s: %d executions, %d noise lines; want nginx, 3 (two sends, one never sent), none (%s)", rep.Format, rep.Executions, rep.Noise, rep.Note)
+	}
+	ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, e := range ex {
+		states = append(states, string(e.State))
+	}
+	slices.Sort(states)
+	if want := []string{"delivered", "failed_before_dispatch", "unknown"}; !slices.Equal(states, want) {
+		t.Errorf("states %q, want %q (502 then 201 from the next server; one never sent)", states, want)
 	}
 }
 
