@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +175,15 @@ func (d *har) entry(k *sink, n int64, e *harEntry) error {
 		return k.bad(n, field("request.url"), fmt.Errorf("%q %q is not a request", e.Request.Method, e.Request.URL))
 	}
 	end := start.Add(time.Duration(e.Time * float64(time.Millisecond)))
+	if strings.EqualFold(e.Response.Content.Encoding, "base64") {
+		// HAR 1.2: encoding names how text is encoded (mitmproxy and
+		// Chrome store some bodies so): the answer is what it decodes to.
+		b, err := base64.StdEncoding.DecodeString(e.Response.Content.Text)
+		if err != nil {
+			return k.bad(n, field("response.content.text"), fmt.Errorf("encoding is base64, and the text is not: %w", err))
+		}
+		e.Response.Content.Text, e.Response.Content.Encoding = string(b), ""
+	}
 	if e.Request.PostData != nil {
 		if msg, ok := jsonRPCRequest(e.Request.PostData.Text); ok {
 			return d.mcpMessage(k, n, e, msg, u, start, end)
@@ -446,8 +456,13 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 	t := activity.Transition{At: activity.Some(end)}
 	st := e.Response.Status
 	if st == 0 {
+		why := firstOf(e.Response.Error, e.Error, e.Comment)
+		if neverSent(why) {
+			t.To, t.Reason = activity.StateFailedBefore, "not sent: the browser could not reach the target ("+why+")"
+			return t
+		}
 		t.To = activity.StateUnknown
-		t.Reason = "no response" + suffix(firstOf(e.Response.Error, e.Error, e.Comment)) + ": the target may have acted"
+		t.Reason = "no response" + suffix(why) + ": the target may have acted"
 		return t
 	}
 	t.TargetStatus = activity.Some(st)
@@ -467,6 +482,26 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 		}
 	}
 	return t
+}
+
+// neverSentErrors are Chromium's network errors (net/base/net_error_list.h)
+// raised before a connection to the target existed: no byte of the
+// request reached it. A reset, a timeout or an empty response after the
+// request went out (ERR_CONNECTION_RESET, ERR_TIMED_OUT,
+// ERR_EMPTY_RESPONSE) are not among them: the target may have acted.
+var neverSentErrors = []string{"ERR_CONNECTION_REFUSED", "ERR_NAME_NOT_RESOLVED", "ERR_ADDRESS_UNREACHABLE",
+	"ERR_INTERNET_DISCONNECTED", "ERR_CONNECTION_TIMED_OUT", "ERR_NAME_RESOLUTION_FAILED", "ERR_BLOCKED_BY_CLIENT",
+	"ERR_PROXY_CONNECTION_FAILED", "ERR_ADDRESS_INVALID"}
+
+// neverSent reports whether a HAR entry's error says the request never
+// left the browser.
+func neverSent(why string) bool {
+	for _, e := range neverSentErrors {
+		if strings.Contains(why, "net::"+e) {
+			return true
+		}
+	}
+	return false
 }
 
 // replayMark reads the headers targets mark a replayed answer with:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,5 +101,15 @@ func TestGenerateHARFixture(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("testdata/har/agent.har is stale: go test ./importer -run TestGenerate -update")
+	}
+}
+
+// TestHARBase64ThatIsNot: an answer marked base64 that does not decode is
+// a bad record naming its field, not a body read as it stands.
+func TestHARBase64ThatIsNot(t *testing.T) {
+	har := `{"log":{"version":"1.2","creator":{"name":"mitmproxy","version":"10"},"entries":[{"startedDateTime":"2026-11-27T10:00:00.000Z","time":120,"request":{"method":"POST","url":"https://api.payments.example/v1/payments","headers":[]},"response":{"status":200,"headers":[],"content":{"mimeType":"application/json","text":"not base64!","encoding":"base64"}}}]}}`
+	_, err := Import(ctx, newStore(t), writeFile(t, "a.har", []byte(har)), Options{})
+	if err == nil || !strings.Contains(err.Error(), "log.entries[0].response.content.text") {
+		t.Errorf("an answer marked base64 that is not: %v", err)
 	}
 }
