@@ -2,6 +2,7 @@ package importers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -176,6 +177,7 @@ type otlp struct {
 	traces    map[string]*otlpTrace
 	runs      map[string]activity.RunID
 	spans     int64
+	held      int64 // spans in open traces
 	calls     int64
 	noArgs    int64
 	noServer  int64          // client spans with no server span: the agent's view only
@@ -201,9 +203,16 @@ type otlpTrace struct {
 }
 
 // otlpLookback is how many lines a trace may stay open after its last
-// span: the file exporter writes a batch per line and a trace's spans come
-// in a few batches.
-const otlpLookback = 64
+// span: the collector's file exporter writes a batch per line, and each
+// process exports on its own timer (the SDKs' batch delay: 5 s), so on a
+// busy collector a trace's spans from the agent, the gateway and the MCP
+// server land many lines apart. maxHeldSpans bounds what open traces
+// hold, whatever the lines: past it the traces seen last longest ago are
+// taken as complete.
+const otlpLookback = 4096
+
+// maxHeldSpans is a variable so a test can make it small.
+var maxHeldSpans int64 = 1 << 16
 
 func (d *otlp) note() string {
 	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
@@ -242,7 +251,10 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.add(k, n, doc); err != nil {
 			return err
 		}
-		return d.flush(k, n-otlpLookback)
+		if err := d.flush(k, n-otlpLookback); err != nil {
+			return err
+		}
+		return d.shed(k)
 	})
 	if err != nil {
 		return err
@@ -294,6 +306,7 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 					d.traces[sp.trace] = t
 				}
 				t.spans, t.last = append(t.spans, sp), n
+				d.held++
 			}
 		}
 	}
@@ -456,6 +469,7 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 		if t.last <= upTo {
 			done = append(done, t)
 			delete(d.traces, id)
+			d.held -= int64(len(t.spans))
 		}
 	}
 	sort.Slice(done, func(i, j int) bool { return earliest(done[i]).Before(earliest(done[j])) })
@@ -465,6 +479,27 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 		}
 	}
 	return nil
+}
+
+// shed takes the open traces seen last longest ago for complete until
+// they hold at most half of maxHeldSpans, once they hold more.
+func (d *otlp) shed(k *sink) error {
+	if d.held <= maxHeldSpans {
+		return nil
+	}
+	open := make([]*otlpTrace, 0, len(d.traces))
+	for _, t := range d.traces {
+		open = append(open, t)
+	}
+	slices.SortFunc(open, func(a, b *otlpTrace) int { return cmp.Compare(a.last, b.last) })
+	held, upTo := d.held, int64(0)
+	for _, t := range open {
+		if held <= maxHeldSpans/2 && t.last > upTo {
+			break
+		}
+		held, upTo = held-int64(len(t.spans)), t.last
+	}
+	return d.flush(k, upTo)
 }
 
 func earliest(t *otlpTrace) time.Time {
@@ -515,6 +550,31 @@ func isProcess(s *span) bool {
 // A server span with no dispatch under it, for a call the gateway already
 // dispatched (same agent tool call, or same tool and arguments), was
 // answered without acting: it attaches to that execution.
+// relayed marks the tool server spans that relay an outer one's call (an
+// MCP gateway's server span, then its client span to the MCP server, then
+// that server's span: one trace, the same tool), and the client spans
+// that relay it: the outer server span is the call, and what any of
+// them dispatched is its dispatch. A server span for another tool under
+// it is a call of its own (a tool that calls a tool).
+func relayed(spans []*span, under func(s, anc *span) bool, used map[*span]bool) {
+	tool := func(s *span) string { return s.attr("gen_ai.tool.name", "mcp.tool.name") }
+	for _, outer := range spans {
+		if !isToolServer(outer) || used[outer] {
+			continue
+		}
+		for _, s := range spans {
+			if s != outer && isToolServer(s) && tool(s) == tool(outer) && under(s, outer) {
+				used[s] = true
+				for _, c := range spans {
+					if isToolClient(c) && under(c, outer) && under(s, c) {
+						used[c] = true
+					}
+				}
+			}
+		}
+	}
+}
+
 func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	byID := map[string]*span{}
 	for _, s := range t.spans {
@@ -531,8 +591,9 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	}
 	sort.SliceStable(t.spans, func(i, j int) bool { return t.spans[i].start.Before(t.spans[j].start) })
 	used := map[*span]bool{}
+	relayed(t.spans, under, used)
 	for _, srv := range t.spans {
-		if !isToolServer(srv) {
+		if !isToolServer(srv) || used[srv] {
 			continue
 		}
 		used[srv] = true

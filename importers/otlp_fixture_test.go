@@ -210,3 +210,35 @@ func TestGenerateOTLPFixture(t *testing.T) {
 		t.Fatal("testdata/otlp/traces.jsonl is stale: go test ./importer -run TestGenerate -update")
 	}
 }
+
+// TestOTLPTracesAsCollectorsWriteThem: a call relayed by an MCP gateway
+// (agent client, gateway server, gateway client, MCP server: one trace,
+// one tool) is one call and one execution; a trace whose spans the
+// collector's file exporter wrote 70 lines apart (each process exports
+// on its own timer) is one trace; and a bound on what open traces hold
+// loses nothing.
+func TestOTLPTracesAsCollectorsWriteThem(t *testing.T) {
+	imp := func(name string) FileReport {
+		t.Helper()
+		rep, err := Import(ctx, newStore(t), "testdata/otlp/"+name, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rep
+	}
+	if rep := imp("gateway-chain.jsonl"); rep.Calls != 1 || rep.Executions != 1 {
+		t.Errorf("a call through an MCP gateway: %d calls, %d executions, want 1 and 1 (%s)", rep.Calls, rep.Executions, rep.Note)
+	}
+	if rep := imp("trace-70-lines-apart.jsonl"); rep.Calls != 1 {
+		t.Errorf("one trace 70 lines apart: %d calls, want 1 (%s)", rep.Calls, rep.Note)
+	}
+	apart, together := imp("retry-lines-apart.jsonl"), imp("retry-together.jsonl")
+	if apart.Calls != together.Calls || apart.Executions != together.Executions {
+		t.Errorf("a timeout and its retry, lines apart: %d calls, %d executions; together: %d, %d", apart.Calls, apart.Executions, together.Calls, together.Executions)
+	}
+	defer func(n int64) { maxHeldSpans = n }(maxHeldSpans)
+	maxHeldSpans = 2
+	if rep := imp("retry-lines-apart.jsonl"); rep.Read != apart.Read || rep.Calls < together.Calls {
+		t.Errorf("with at most 2 spans held: %d spans read, %d calls; want %d and at least %d", rep.Read, rep.Calls, apart.Read, together.Calls)
+	}
+}
