@@ -2,7 +2,6 @@ package importers
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -177,7 +176,8 @@ type otlp struct {
 	traces    map[string]*otlpTrace
 	runs      map[string]activity.RunID
 	spans     int64
-	held      int64 // spans in open traces
+	held      int64   // spans in open traces
+	touched   []touch // in line order: the open traces, with stale entries
 	calls     int64
 	noArgs    int64
 	noServer  int64          // client spans with no server span: the agent's view only
@@ -198,8 +198,17 @@ type otlp struct {
 }
 
 type otlpTrace struct {
+	id    string
 	spans []*span
 	last  int64
+}
+
+// touch is a trace given spans at a line: the queue flush reads in line
+// order (a trace touched again has a later entry; its earlier ones are
+// stale).
+type touch struct {
+	t    *otlpTrace
+	line int64
 }
 
 // otlpLookback is how many lines a trace may stay open after its last
@@ -212,7 +221,7 @@ type otlpTrace struct {
 const otlpLookback = 4096
 
 // maxHeldSpans is a variable so a test can make it small.
-var maxHeldSpans int64 = 1 << 16
+var maxHeldSpans int64 = 1 << 13
 
 func (d *otlp) note() string {
 	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
@@ -302,8 +311,11 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 				}
 				t := d.traces[sp.trace]
 				if t == nil {
-					t = &otlpTrace{}
+					t = &otlpTrace{id: sp.trace}
 					d.traces[sp.trace] = t
+				}
+				if t.last != n {
+					d.touched = append(d.touched, touch{t, n})
 				}
 				t.spans, t.last = append(t.spans, sp), n
 				d.held++
@@ -465,13 +477,17 @@ func otlpTime(raw json.RawMessage) (time.Time, error) {
 // oldest first.
 func (d *otlp) flush(k *sink, upTo int64) error {
 	var done []*otlpTrace
-	for id, t := range d.traces {
-		if t.last <= upTo {
-			done = append(done, t)
-			delete(d.traces, id)
-			d.held -= int64(len(t.spans))
+	i := 0
+	for ; i < len(d.touched) && d.touched[i].line <= upTo; i++ {
+		t := d.touched[i].t
+		if t.last != d.touched[i].line || d.traces[t.id] != t {
+			continue // touched again later, or flushed already
 		}
+		done = append(done, t)
+		delete(d.traces, t.id)
+		d.held -= int64(len(t.spans))
 	}
+	d.touched = append(d.touched[:0], d.touched[i:]...)
 	sort.Slice(done, func(i, j int) bool { return earliest(done[i]).Before(earliest(done[j])) })
 	for _, t := range done {
 		if err := d.trace(k, t); err != nil {
@@ -487,17 +503,15 @@ func (d *otlp) shed(k *sink) error {
 	if d.held <= maxHeldSpans {
 		return nil
 	}
-	open := make([]*otlpTrace, 0, len(d.traces))
-	for _, t := range d.traces {
-		open = append(open, t)
-	}
-	slices.SortFunc(open, func(a, b *otlpTrace) int { return cmp.Compare(a.last, b.last) })
 	held, upTo := d.held, int64(0)
-	for _, t := range open {
-		if held <= maxHeldSpans/2 && t.last > upTo {
+	for _, e := range d.touched { // in line order
+		if e.t.last != e.line || d.traces[e.t.id] != e.t {
+			continue
+		}
+		if held <= maxHeldSpans/2 && e.line > upTo {
 			break
 		}
-		held, upTo = held-int64(len(t.spans)), t.last
+		held, upTo = held-int64(len(e.t.spans)), e.line
 	}
 	return d.flush(k, upTo)
 }
