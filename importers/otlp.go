@@ -487,7 +487,7 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 		delete(d.traces, t.id)
 		d.held -= int64(len(t.spans))
 	}
-	d.touched = append(d.touched[:0], d.touched[i:]...)
+	d.touched = d.touched[i:] // append moves the rest when it must grow
 	sort.Slice(done, func(i, j int) bool { return earliest(done[i]).Before(earliest(done[j])) })
 	for _, t := range done {
 		if err := d.trace(k, t); err != nil {
