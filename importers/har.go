@@ -546,7 +546,16 @@ func canonArgs(raw json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage("{}"), nil
 	}
 	out, err := canon.Transform(raw)
-	return json.RawMessage(out), err
+	if err != nil {
+		return nil, err
+	}
+	if red, ok := activity.RedactSecretFields(out); ok {
+		// Canonical again: the redaction is re-encoded.
+		if out, err = canon.Transform(red); err != nil {
+			return nil, err
+		}
+	}
+	return json.RawMessage(out), nil
 }
 
 // requestArgs turns a request body into arguments: a form (the way Stripe

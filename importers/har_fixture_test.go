@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
 )
 
 // The HAR fixture is an agent host's traffic as mitmproxy's HAR export
@@ -111,5 +113,49 @@ func TestHARBase64ThatIsNot(t *testing.T) {
 	_, err := Import(ctx, newStore(t), writeFile(t, "a.har", []byte(har)), Options{})
 	if err == nil || !strings.Contains(err.Error(), "log.entries[0].response.content.text") {
 		t.Errorf("an answer marked base64 that is not: %v", err)
+	}
+}
+
+// TestSecretsInImportedBodies: a login form's password and a JSON body's
+// api_key, as a HAR holds them, reach neither the database nor its WAL;
+// the fields stay, their values do not.
+func TestSecretsInImportedBodies(t *testing.T) {
+	har := `{"log":{"version":"1.2","creator":{"name":"WebInspector","version":"537.36"},"entries":[
+{"startedDateTime":"2026-11-27T10:00:00.000Z","time":120,"request":{"method":"POST","url":"https://app.example/login","headers":[],"postData":{"mimeType":"application/x-www-form-urlencoded","text":"user=ann&password=hunter2-S3cret"}},"response":{"status":302,"headers":[],"content":{"mimeType":"text/html","text":""}}},
+{"startedDateTime":"2026-11-27T10:00:01.000Z","time":120,"request":{"method":"POST","url":"https://api.payments.example/v1/charges","headers":[],"postData":{"mimeType":"application/json","text":"{\"amount\":5,\"api_key\":\"sk_live_ABCDEF123\",\"nested\":{\"client_secret\":\"cs_987XYZ\"},\"idempotency_key\":\"k-1\"}"}},"response":{"status":200,"headers":[],"content":{"mimeType":"application/json","text":"{\"id\":\"ch_1\"}"}}}]}}`
+	dir := t.TempDir()
+	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, s, writeFile(t, "a.har", []byte(har)), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil || len(ex) != 2 {
+		t.Fatalf("%d executions, %v", len(ex), err)
+	}
+	for _, e := range ex {
+		if strings.Contains(e.Tool, "charges") && (!strings.Contains(string(e.Arguments), activity.RedactedValue) || !strings.Contains(string(e.Arguments), `"k-1"`)) {
+			t.Errorf("charge arguments %s: want the secrets redacted, the key kept", e.Arguments)
+		}
+	}
+	for _, name := range []string{"t.db", "t.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"hunter2-S3cret", "sk_live_ABCDEF123", "cs_987XYZ"} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds %s", name, secret)
+			}
+		}
+	}
+	s.Close()
+	for name, want := range map[string]bool{"password": true, "db_password": true, "X-Api-Key": true, "github_token": true, "client_secret": true,
+		"idempotency_key": false, "key": false, "amount": false, "author": false, "passenger": false} {
+		if activity.SecretField(name) != want {
+			t.Errorf("SecretField(%q) = %v, want %v", name, !want, want)
+		}
 	}
 }
