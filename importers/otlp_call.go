@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/mcpdup/mcpdup/activity"
-	"github.com/mcpdup/mcpdup/activity/canon"
 )
 
 // toolCallSpans are the spans of one tools/call: the server span (nil
@@ -394,8 +393,8 @@ func (d *otlp) arguments(sp toolCallSpans) (args json.RawMessage, recorded bool,
 	if !json.Valid(raw) {
 		raw = mustJSON(map[string]string{"arguments": string(raw)})
 	}
-	out, err := canon.Transform(raw)
-	return json.RawMessage(out), true, err
+	out, err := canonArgs(raw)
+	return out, true, err
 }
 
 // otlpActor names the agent: its service when its spans are in the
