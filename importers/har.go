@@ -30,8 +30,9 @@ type harEntry struct {
 		URL      string      `json:"url"`
 		Headers  []harHeader `json:"headers"`
 		PostData *struct {
-			MimeType string `json:"mimeType"`
-			Text     string `json:"text"`
+			MimeType string      `json:"mimeType"`
+			Text     string      `json:"text"`
+			Params   []harHeader `json:"params"` // HAR 1.2: a form's fields, instead of text
 		} `json:"postData"`
 	} `json:"request"`
 	Response struct {
@@ -411,8 +412,17 @@ func (d *har) steps(k *sink, n int64, id activity.ExecutionID, prov activity.Pro
 func (d *har) request(k *sink, n int64, e *harEntry, u *url.URL, start, end time.Time) error {
 	method := strings.ToUpper(e.Request.Method)
 	body, mime := "", ""
-	if e.Request.PostData != nil {
-		body, mime = e.Request.PostData.Text, e.Request.PostData.MimeType
+	if p := e.Request.PostData; p != nil {
+		body, mime = p.Text, p.MimeType
+		if body == "" && len(p.Params) > 0 {
+			// HAR 1.2: text and params are mutually exclusive; a form
+			// may come as its fields alone.
+			form := url.Values{}
+			for _, f := range p.Params {
+				form.Add(f.Name, f.Value)
+			}
+			body, mime = form.Encode(), "application/x-www-form-urlencoded"
+		}
 	}
 	args, err := requestArgs(body, firstOf(mime, header(e.Request.Headers, "Content-Type")))
 	if err != nil {

@@ -159,3 +159,29 @@ func TestSecretsInImportedBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestHARFormAsParams: HAR 1.2 gives a form as text or as params; given
+// as params, its fields are the request's arguments all the same (two
+// refunds of two orders are two requests), a secret among them redacted.
+func TestHARFormAsParams(t *testing.T) {
+	entry := func(at, order, pin string) string {
+		return `{"startedDateTime":"` + at + `","time":80,"request":{"method":"POST","url":"https://shop.example/refunds","headers":[],"postData":{"mimeType":"application/x-www-form-urlencoded","params":[{"name":"order","value":"` + order + `"},{"name":"password","value":"` + pin + `"}]}},"response":{"status":200,"headers":[],"content":{"mimeType":"application/json","text":"{}"}}}`
+	}
+	har := `{"log":{"version":"1.2","creator":{"name":"WebInspector","version":"537.36"},"entries":[` + entry("2026-11-27T10:00:00.000Z", "A-100", "s3cret-1") + `,` + entry("2026-11-27T10:00:05.000Z", "B-200", "s3cret-1") + `]}}`
+	s := newStore(t)
+	if _, err := Import(ctx, s, writeFile(t, "a.har", []byte(har)), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil || len(ex) != 2 {
+		t.Fatalf("%d executions, %v", len(ex), err)
+	}
+	var args []string
+	for _, e := range ex {
+		args = append(args, string(e.Arguments))
+	}
+	all := strings.Join(args, " ")
+	if !strings.Contains(all, "A-100") || !strings.Contains(all, "B-200") || strings.Contains(all, "s3cret-1") {
+		t.Errorf("arguments %s: want each order, no password", all)
+	}
+}
