@@ -304,7 +304,14 @@ func (f Field) values(doc any) []string {
 		return nil
 	}
 	parts := []string{s}
-	if f.Split != "" {
+	if a, ok := raw.([]any); ok && found && !f.Count && f.Header == "" && f.Part == 0 {
+		// A JSON array is a list as a split string is ("statuses":
+		// [504, 201]: two tries), not its first element.
+		parts = parts[:0]
+		for _, e := range a {
+			parts = append(parts, scalar(e))
+		}
+	} else if f.Split != "" {
 		parts = strings.Split(s, f.Split)
 	}
 	out := parts[:0]
@@ -359,6 +366,38 @@ func dropPort(p string) string {
 		return host
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")
+}
+
+// whole is the field's value whole: an array or object as its JSON, for
+// values read as a document (arguments, a JSON-RPC body or batch).
+func (f Field) whole(doc any) string {
+	for _, p := range f.From {
+		if v, ok := pointer(doc, p); ok && v != nil && v != "" && v != "-" {
+			if s, ok := v.(string); ok {
+				return s
+			}
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+	}
+	return f.Const
+}
+
+// httpStatus reads a status as logs write it: 201, "201", or a status
+// line's "201 Created"; empty is none recorded.
+func httpStatus(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	word, _, _ := strings.Cut(strings.TrimSpace(v), " ")
+	code, err := strconv.Atoi(word)
+	if err != nil || code < 100 || code > 999 {
+		if err == nil && code == 0 {
+			return 0, nil // Envoy's 0: no response
+		}
+		return 0, fmt.Errorf("%q is not an HTTP status", v)
+	}
+	return code, nil
 }
 
 func scalar(v any) string {
@@ -603,6 +642,11 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		}
 		return fmt.Errorf("%s: none of its %d lines is a %s record (%s); give the right --format, or --mapping FILE for a log format of your own", k.file, k.rep.Noise, d.m.Name, read)
 	}
+	if err == nil && d.records == 0 && d.ignored > 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && k.held == 0 && k.rep.Skipped == 0 {
+		// Every record lacks what match names: a pointer mistyped
+		// (/rpc/param/name), not a log without a call.
+		return fmt.Errorf("%s: none of its %d records has %s, which the mapping's match requires; check the pointer against a line of the file", k.file, d.ignored, d.m.Match)
+	}
 	return err
 }
 
@@ -662,11 +706,13 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		r.target = "(not recorded)"
 		r.nr = append(r.nr, activity.FactArguments)
 	}
-	r.status, _ = strconv.Atoi(m.Status.value(doc))
+	if r.status, err = httpStatus(m.Status.value(doc)); err != nil {
+		return k.bad(n, "status ("+strings.Join(m.Status.From, ", ")+")", err)
+	}
 	r.flags = splitFlags(m.Flags.values(doc))
 	mcpMethod, mcpName := m.MCPMethod.value(doc), m.MCPName.value(doc)
 	r.args = json.RawMessage("{}")
-	if body := m.Body.value(doc); body != "" {
+	if body := m.Body.whole(doc); body != "" {
 		if req, ok := jsonRPCRequest(body); ok {
 			mcpMethod, mcpName = req.Method, firstOf(req.Params.Name, mcpName)
 			if r.args, err = canonArgs(req.Params.Arguments); err != nil {
@@ -691,7 +737,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		r.mcp, r.tool = true, firstOf(mcpName, "(not recorded)")
 		d.mcpCalls++
 		r.nr = append(r.nr, activity.FactDispatch, activity.FactOutcome, activity.FactIdempotencyKey)
-		if len(m.Body.From) == 0 || m.Body.value(doc) == "" {
+		if len(m.Body.From) == 0 || m.Body.whole(doc) == "" {
 			r.args = json.RawMessage("null")
 			r.nr = append(r.nr, activity.FactArguments)
 			k.notRecorded("arguments")
@@ -705,7 +751,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 		if len(m.Arguments.From) > 0 {
-			if v := m.Arguments.value(doc); v != "" {
+			if v := m.Arguments.whole(doc); v != "" {
 				if r.args, err = bodyArgs(v); err != nil {
 					return k.bad(n, "arguments", err)
 				}
@@ -822,7 +868,10 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 		}
 		t := activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end), Implied: true, Reason: "the proxy sent it again: this attempt's answer is not in the log"}
 		if i >= offset && len(upStatus) > 0 {
-			code, _ := strconv.Atoi(upStatus[i-offset])
+			code, err := httpStatus(upStatus[i-offset])
+			if err != nil {
+				return k.bad(n, "upstream_status ("+strings.Join(m.UpstreamStatus.From, ", ")+")", err)
+			}
 			t = outcomeOf(doc, code, r.flags, m, last, r.end)
 		} else if last && slices.Contains(m.ClientGone.Status, r.status) {
 			// The proxy's own status (nginx's 499): the client left first,

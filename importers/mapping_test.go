@@ -358,3 +358,66 @@ func TestClientAddress(t *testing.T) {
 		t.Errorf("actors %q, want %q", actors, want)
 	}
 }
+
+// TestMappingAsUsersWriteThem: a user's mapping (README's example) and
+// the log it reads. A match pointer that no record has is a refusal that
+// names it, not an empty import; a JSON array is a list (two tries), and
+// arguments that are an array are kept whole; a status written as a
+// status line reads, one that is no status is a bad record naming its
+// field.
+func TestMappingAsUsersWriteThem(t *testing.T) {
+	mapping := func(match, upstream, upstreamStatus string) *Mapping {
+		m, err := ParseMapping([]byte(`name = "acme-gateway-audit"
+match = "` + match + `"
+time = { from = ["/timestamp"] }
+duration_ms = { from = ["/elapsed_s"], unit = "s" }
+actor = { from = ["/agent/process_id"], prefix = "acme:" }
+tool = { from = ["/rpc/params/name"] }
+arguments = { from = ["/rpc/params/arguments"] }
+method = { const = "POST" }
+host = { from = ["/upstream/host"] }
+path = { from = ["/upstream/path"] }
+status = { from = ["/upstream/status"] }
+upstream = { from = ["` + upstream + `"] }
+upstream_status = { from = ["` + upstreamStatus + `"] }
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	line := func(at, args, status string) string {
+		return `{"timestamp":"` + at + `","elapsed_s":1.5,"agent":{"process_id":"agent-31337"},"rpc":{"params":{"name":"create_ticket","arguments":` + args + `}},"upstream":{"host":"api.example.test","path":"/v1/tickets","status":` + status + `,"hosts":["10.0.0.1:443","10.0.0.2:443"],"statuses":[504,201]}}` + "\n"
+	}
+	log := line("2026-11-25T10:00:01.020Z", `{"title":"disk full"}`, `"201 Created"`)
+	imp := func(log string, m *Mapping) (FileReport, *activity.Store, error) {
+		s := newStore(t)
+		rep, err := Import(ctx, s, writeFile(t, "audit.jsonl", []byte(log)), Options{Mapping: m})
+		return rep, s, err
+	}
+	if _, _, err := imp(log, mapping("/rpc/param/name", "/upstream/host", "/upstream/status")); err == nil || !strings.Contains(err.Error(), "none of its 1 records has /rpc/param/name") {
+		t.Errorf("a mistyped match: %v", err)
+	}
+	rep, s, err := imp(log, mapping("/rpc/params/name", "/upstream/host", "/upstream/status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex, _ := s.Executions(ctx, activity.ExecutionFilter{}); rep.Executions != 1 || len(ex) != 1 || !ex[0].TargetStatus.OK || ex[0].TargetStatus.V != 201 {
+		t.Errorf("status \"201 Created\": %+v", ex)
+	}
+	if rep, _, _ := imp(log, mapping("/rpc/params/name", "/upstream/hosts", "/upstream/statuses")); rep.Executions != 2 {
+		t.Errorf("tries as JSON arrays: %d executions, want 2 (%s)", rep.Executions, rep.Note)
+	}
+	arrays := line("2026-11-25T10:00:01.020Z", `[{"op":"refund","id":"ch_1"},{"op":"refund","id":"ch_2"}]`, `201`) + line("2026-11-25T10:00:09.020Z", `[{"op":"refund","id":"ch_1"},{"op":"refund","id":"ch_3"}]`, `201`)
+	_, s, err = imp(arrays, mapping("/rpc/params/name", "/upstream/host", "/upstream/status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := s.Executions(ctx, activity.ExecutionFilter{})
+	if len(ex) != 2 || !strings.Contains(string(ex[0].Arguments)+string(ex[1].Arguments), "ch_3") {
+		t.Errorf("arguments that are arrays: %d executions, want both arrays whole", len(ex))
+	}
+	if _, _, err := imp(line("2026-11-25T10:00:01.020Z", `{}`, `"created"`), mapping("/rpc/params/name", "/upstream/host", "/upstream/status")); err == nil || !strings.Contains(err.Error(), "field status") {
+		t.Errorf("a status that is none: %v", err)
+	}
+}
