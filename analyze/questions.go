@@ -179,8 +179,10 @@ func analyseLoaded(ctx context.Context, s *activity.Store, g *group, names sourc
 		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
 	}
 	var ids []activity.ExecutionID
+	seen := map[activity.ExecutionID]bool{}
 	for _, c := range g.calls {
-		if !slices.Contains(ids, c.ExecutionID) {
+		if !seen[c.ExecutionID] { // a map: a group may hold thousands
+			seen[c.ExecutionID] = true
 			ids = append(ids, c.ExecutionID)
 		}
 	}
