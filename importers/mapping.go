@@ -645,7 +645,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 	if err == nil && d.records == 0 && d.ignored > 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && k.held == 0 && k.rep.Skipped == 0 {
 		// Every record lacks what match names: a pointer mistyped
 		// (/rpc/param/name), not a log without a call.
-		return fmt.Errorf("%s: none of its %d records has %s, which the mapping's match requires; check the pointer against a line of the file", k.file, d.ignored, d.m.Match)
+		return fmt.Errorf("%s: none of its %d records has %s, which the mapping's match requires; check the pointer against a line of the file (a log with no such record has nothing to import)", k.file, d.ignored, d.m.Match)
 	}
 	return err
 }
