@@ -32,6 +32,9 @@ func Detect(head []byte) (string, error) {
 	return "", err
 }
 
+// detectLines is how many of a file's first lines detection looks at.
+const detectLines = 50
+
 // detectBare is Detect of lines as their producer wrote them.
 func detectBare(head []byte) (string, error) {
 	first, _, _ := bytes.Cut(head, []byte("\n"))
@@ -45,8 +48,8 @@ func detectBare(head []byte) (string, error) {
 	}
 	// A JSON Lines file may start with a line that is not a record (a
 	// runtime's banner): the first line that is a JSON object decides.
-	for i, l := range bytes.Split(head, []byte("\n")) {
-		if l = bytes.TrimSpace(l); i < 50 && len(l) > 0 && l[0] == '{' && json.Valid(l) {
+	for i, l := range bytes.SplitN(head, []byte("\n"), detectLines+1) {
+		if l = bytes.TrimSpace(l); i < detectLines && len(l) > 0 && l[0] == '{' && json.Valid(l) {
 			first = l
 			break
 		}
@@ -77,8 +80,8 @@ func detectBare(head []byte) (string, error) {
 	}
 	// Log formats: a recognisable line among the first few (a log may
 	// start with lines of other kinds, such as start-up messages).
-	for i, l := range bytes.Split(head, []byte("\n")) {
-		if i == 50 {
+	for i, l := range bytes.SplitN(head, []byte("\n"), detectLines+1) {
+		if i == detectLines {
 			break
 		}
 		for name, re := range linePatterns {

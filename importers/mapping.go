@@ -269,16 +269,19 @@ func pointer(doc any, ptr string) (any, bool) {
 }
 
 // values reads a field as strings (several when split).
-func (f Field) values(doc any) []string {
-	var raw any
-	found := false
+// find is the value at the first of From present with one ("", "-" and
+// null are none).
+func (f Field) find(doc any) (any, bool) {
 	for _, p := range f.From {
-		v, ok := pointer(doc, p)
-		if ok && v != nil && v != "" && v != "-" {
-			raw, found = v, true
-			break
+		if v, ok := pointer(doc, p); ok && v != nil && v != "" && v != "-" {
+			return v, true
 		}
 	}
+	return nil, false
+}
+
+func (f Field) values(doc any) []string {
+	raw, found := f.find(doc)
 	if found && f.Header != "" {
 		raw, found = headerValue(raw, f.Header)
 	}
@@ -371,16 +374,15 @@ func dropPort(p string) string {
 // whole is the field's value whole: an array or object as its JSON, for
 // values read as a document (arguments, a JSON-RPC body or batch).
 func (f Field) whole(doc any) string {
-	for _, p := range f.From {
-		if v, ok := pointer(doc, p); ok && v != nil && v != "" && v != "-" {
-			if s, ok := v.(string); ok {
-				return s
-			}
-			b, _ := json.Marshal(v)
-			return string(b)
-		}
+	v, ok := f.find(doc)
+	if !ok {
+		return f.Const
 	}
-	return f.Const
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // httpStatus reads a status as logs write it: 201, "201", or a status
@@ -759,8 +761,10 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p,
-		via: m.Via.value(doc), upstream: strings.Join(m.Upstream.values(doc), ","), coarse: coarseTime(m.Time.value(doc), logged)}
+	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}
+	if len(rid) >= activity.MinRequestID { // only such ids are matched across hops
+		h.via, h.upstream, h.coarse = m.Via.value(doc), strings.Join(m.Upstream.values(doc), ","), coarseTime(m.Time.value(doc), logged)
+	}
 	seen, again := d.hops.seenAt(rid, h), false
 	if !seen {
 		if seen, again, err = k.importedHop(rid, r.target, h); err != nil {

@@ -480,8 +480,8 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 	i := 0
 	for ; i < len(d.touched) && d.touched[i].line <= upTo; i++ {
 		t := d.touched[i].t
-		if t.last != d.touched[i].line || d.traces[t.id] != t {
-			continue // touched again later, or flushed already
+		if !d.current(d.touched[i]) {
+			continue
 		}
 		done = append(done, t)
 		delete(d.traces, t.id)
@@ -497,6 +497,12 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 	return nil
 }
 
+// current reports whether a queue entry is its trace's latest and the
+// trace still open (not touched again later, nor flushed already).
+func (d *otlp) current(e touch) bool {
+	return e.t.last == e.line && d.traces[e.t.id] == e.t
+}
+
 // shed takes the open traces seen last longest ago for complete until
 // they hold at most half of maxHeldSpans, once they hold more.
 func (d *otlp) shed(k *sink) error {
@@ -505,7 +511,7 @@ func (d *otlp) shed(k *sink) error {
 	}
 	held, upTo := d.held, int64(0)
 	for _, e := range d.touched { // in line order
-		if e.t.last != e.line || d.traces[e.t.id] != e.t {
+		if !d.current(e) {
 			continue
 		}
 		if held <= maxHeldSpans/2 && e.line > upTo {
