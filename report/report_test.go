@@ -109,3 +109,47 @@ func TestMiddleLaneIsTheRecorder(t *testing.T) {
 		t.Fatal("LaneName")
 	}
 }
+
+// A frame carries the states of the executions changed last: all of a
+// suspect's few, and of many only the six in play, so a replay of
+// hundreds does not copy every state into every frame.
+func TestFrameStatesOfManyExecutions(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		sus := &analyze.Suspect{ID: "sus_x"}
+		for i := range n {
+			id := activity.ExecutionID(fmt.Sprintf("act_%02d", i))
+			sus.Calls = append(sus.Calls, analyze.CallRef{Seq: int64(i * 10), ID: activity.CallID(fmt.Sprintf("call_%02d", i)), ExecutionID: id,
+				Disposition: activity.DispositionNewExecution})
+			var trs []activity.Transition
+			for j, to := range []activity.State{activity.StateAccepted, activity.StateDispatched, activity.StateSucceeded} {
+				// The answers come late: every execution is dispatched before any answer.
+				seq := int64(i*10 + j + 1)
+				if to == activity.StateSucceeded {
+					seq = int64(n*10 + i)
+				}
+				trs = append(trs, activity.Transition{Seq: seq, ExecutionID: id, To: to})
+			}
+			sus.Executions = append(sus.Executions, analyze.ExecutionSummary{ID: id, Transitions: trs})
+		}
+		tl := report.SuspectTimeline(sus)
+		for _, f := range tl.Frames {
+			if len(f.States) > 6 {
+				t.Fatalf("%d executions: frame #%d carries %d states", n, f.Seq, len(f.States))
+			}
+			if f.CallID == "" && f.States[f.ExecutionID] == "" {
+				t.Fatalf("%d executions: frame #%d (%s) lacks its own execution's state: %v", n, f.Seq, f.Label, f.States)
+			}
+		}
+		last := tl.Frames[len(tl.Frames)-1]
+		want := min(n, 6)
+		got := tl.States(last, report.Full)
+		if len(got) != want {
+			t.Fatalf("%d executions: the last frame shows %v, want the %d changed last", n, got, want)
+		}
+		for k, s := range got {
+			if id := fmt.Sprintf("act_%02d=succeeded", n-want+k); s != id {
+				t.Fatalf("%d executions: the last frame shows %v, want %s at %d", n, got, id, k)
+			}
+		}
+	}
+}

@@ -95,7 +95,7 @@ func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 		}
 	}
 	slices.SortFunc(evs, func(a, b ev) int { return int(a.seq - b.seq) })
-	states := map[activity.ExecutionID]activity.State{}
+	var states stateTrack
 	for _, e := range evs {
 		var f Frame
 		switch {
@@ -105,9 +105,9 @@ func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 			f = approvalFrame(e.seq, e.approval, e.decided)
 		default:
 			f = transitionFrame(e.tr)
-			states[e.tr.ExecutionID] = e.tr.To
+			states.set(e.tr.ExecutionID, e.tr.To)
 		}
-		f.States = copyStates(states)
+		f.States = states.snapshot()
 		tl.Frames = append(tl.Frames, f)
 	}
 	return tl
@@ -137,38 +137,60 @@ func RangeTimeline(ctx context.Context, s *activity.Store, from, to time.Time) (
 		return nil, err
 	}
 	frames := calls
+	moved := make(map[int64]activity.State, len(trs)) // each transition's record: the state it moved to
 	for i := range trs {
 		frames = append(frames, transitionFrame(&trs[i]))
+		moved[trs[i].Seq] = trs[i].To
 	}
 	slices.SortFunc(frames, func(a, b Frame) int { return int(a.Seq - b.Seq) })
-	states := map[activity.ExecutionID]activity.State{}
+	var states stateTrack
+	seen := map[activity.ExecutionID]bool{}
 	for i := range frames {
 		f := &frames[i]
-		if f.ExecutionID != "" && !slices.Contains(tl.Executions, f.ExecutionID) {
+		if f.ExecutionID != "" && !seen[f.ExecutionID] {
+			seen[f.ExecutionID] = true
 			tl.Executions = append(tl.Executions, f.ExecutionID)
 		}
 		if f.CallID == "" {
-			states[f.ExecutionID] = stateOf(trs, f.Seq)
+			states.set(f.ExecutionID, moved[f.Seq])
 		}
-		f.States = copyStates(states)
+		f.States = states.snapshot()
 	}
 	tl.Frames = frames
 	return tl, nil
 }
 
-func stateOf(trs []activity.Transition, seq int64) activity.State {
-	for _, t := range trs {
-		if t.Seq == seq {
-			return t.To
-		}
-	}
-	return ""
+// maxFrameStates bounds the states a frame carries: those of the
+// executions changed last. A suspect's few are all there; of hundreds,
+// those in play (every state in every frame was quadratic: a suspect
+// listing 1,000 executions made 75 MB of Markdown).
+const maxFrameStates = 6
+
+// stateTrack follows the state of each execution of a timeline, and
+// which changed last.
+type stateTrack struct {
+	states map[activity.ExecutionID]activity.State
+	recent []activity.ExecutionID // changed last at the end; at most maxFrameStates
 }
 
-func copyStates(m map[activity.ExecutionID]activity.State) map[activity.ExecutionID]activity.State {
-	out := make(map[activity.ExecutionID]activity.State, len(m))
-	for k, v := range m {
-		out[k] = v
+func (t *stateTrack) set(id activity.ExecutionID, s activity.State) {
+	if t.states == nil {
+		t.states = map[activity.ExecutionID]activity.State{}
+	}
+	t.states[id] = s
+	if i := slices.Index(t.recent, id); i >= 0 {
+		t.recent = slices.Delete(t.recent, i, i+1)
+	} else if len(t.recent) == maxFrameStates {
+		t.recent = slices.Delete(t.recent, 0, 1)
+	}
+	t.recent = append(t.recent, id)
+}
+
+// snapshot is the states of the executions changed last.
+func (t *stateTrack) snapshot() map[activity.ExecutionID]activity.State {
+	out := make(map[activity.ExecutionID]activity.State, len(t.recent))
+	for _, id := range t.recent {
+		out[id] = t.states[id]
 	}
 	return out
 }
@@ -234,13 +256,21 @@ func transitionFrame(t *activity.Transition) Frame {
 	return f
 }
 
-// States lists the state of every execution after frame f, in the
-// order the executions appear, as "id=state" with each id written by id.
+// States lists the state after frame f of the executions it carries
+// (every one of a timeline of at most maxFrameStates, else those changed
+// last), in the order the executions appear, as "id=state" with each id
+// written by id.
 func (tl *Timeline) States(f Frame, id func(activity.ExecutionID) string) []string {
 	var out []string
+	if len(f.States) == 0 {
+		return nil
+	}
 	for _, x := range tl.Executions {
 		if s, ok := f.States[x]; ok {
 			out = append(out, id(x)+"="+string(s))
+			if len(out) == len(f.States) {
+				break
+			}
 		}
 	}
 	return out
