@@ -344,3 +344,70 @@ func BenchmarkRebuildHotEffect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOneLargeGroup analyses one group of 60,000 calls of one effect
+// (a busy endpoint's hour in a proxy log that records no bodies: every
+// POST is one effect) two ways, side by side: listing the suspect whole,
+// as before a suspect listed at most maxListed calls, and as it is now.
+// It reports each way's peak heap; the verdict and answers are the same
+// (TestPropertyListingCutKeepsTheAnswers).
+//
+//	go test ./analyze -run '^$' -bench OneLargeGroup -benchtime 3x
+func BenchmarkOneLargeGroup(b *testing.B) {
+	s, _ := activitytest.Open(b, activity.Options{})
+	const calls = 60_000
+	base := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	if _, err := s.WriteBulk(ctx, func(w *activity.Tx) error {
+		src, err := w.AddSource(activity.Source{Format: "nginx"})
+		if err != nil {
+			return err
+		}
+		for i := range calls {
+			at := base.Add(time.Duration(i) * 50 * time.Millisecond)
+			prov := activity.Provenance{Source: src.ID, Line: int64(i + 1)}
+			id := activity.NewExecutionID(at)
+			if _, err := w.RecordCall(activity.Call{Actor: fmt.Sprintf("client:10.0.%d.%d", i%200, i%250), Method: "POST", Tool: "http",
+				ReceivedAt: at, Disposition: activity.DispositionNewExecution, ExecutionID: id, Source: prov}); err != nil {
+				return err
+			}
+			if _, err := w.Accept(activity.Execution{ID: id, Action: activity.Action{Actor: "client", Tool: "http", Channel: activity.ChannelHTTP,
+				Target: "/api/events", Method: "POST"}, Source: prov, NotRecorded: []activity.Fact{activity.FactArguments, activity.FactIdempotencyKey},
+				Times: activity.Times{Accepted: activity.Some(at)}}); err != nil {
+				return err
+			}
+			for _, to := range []activity.State{activity.StateAuthorized, activity.StateDispatched, activity.StateSucceeded} {
+				tr := activity.Transition{ExecutionID: id, To: to, At: activity.Some(at)}
+				if to == activity.StateSucceeded {
+					tr.TargetStatus = activity.Some(201)
+				}
+				if _, err := w.Transition(tr); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for _, way := range []struct {
+		name   string
+		listed int
+	}{{"listed_whole", calls}, {"listed_first_1000", 1000}} {
+		b.Run(way.name, func(b *testing.B) {
+			defer analyze.SetMaxListed(way.listed)()
+			peak := activitytest.PeakHeap()
+			var sus *analyze.Suspect
+			for range b.N {
+				all, err := analyze.All(ctx, s, analyze.Options{})
+				if err != nil || len(all) != 1 {
+					b.Fatalf("%d suspects, %v", len(all), err)
+				}
+				sus = all[0]
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/analysis")
+			b.ReportMetric(peak(), "peak-heap-MB")
+			b.ReportMetric(float64(len(sus.Executions)), "executions-listed")
+			b.Logf("%s: %d calls, %s", way.name, sus.CallsTotal, sus.Verdict)
+		})
+	}
+}

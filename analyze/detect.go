@@ -174,15 +174,45 @@ func (opts Options) finder() *NearMissFinder {
 	return NewNearMissFinder()
 }
 
-// analyseGroups reads the records of groups in one batch and hands fn
-// each one's suspect, in order.
+// analyseGroups reads the records of groups together, up to
+// maxBatchCalls calls at a time, and hands fn each one's suspect, in
+// order. A group of more than maxListed calls is read alone, a chunk at
+// a time (analyseLarge).
 func analyseGroups(ctx context.Context, s *activity.Store, names sourceNames, groups []*group, fn func(*Suspect) error) error {
-	recs, err := loadGroupRecords(ctx, s, names, groups)
-	if err != nil {
-		return err
+	for len(groups) > 0 {
+		n, calls := 0, 0
+		for n < len(groups) && len(groups[n].calls) <= maxListed && calls+len(groups[n].calls) <= maxBatchCalls {
+			calls += len(groups[n].calls)
+			n++
+		}
+		if n == 0 { // a large group, next
+			n = 1
+		}
+		if err := analyseBatch(ctx, s, names, groups[:n], fn); err != nil {
+			return err
+		}
+		groups = groups[n:]
+	}
+	return nil
+}
+
+// analyseBatch analyses groups read together, or one large group.
+func analyseBatch(ctx context.Context, s *activity.Store, names sourceNames, groups []*group, fn func(*Suspect) error) error {
+	var recs *groupRecords
+	if len(groups[0].calls) <= maxListed {
+		var err error
+		if recs, err = loadGroupRecords(ctx, s, names, groups); err != nil {
+			return err
+		}
 	}
 	for _, g := range groups {
-		sus, err := analyseLoaded(ctx, s, g, names, recs)
+		var sus *Suspect
+		var err error
+		if recs == nil {
+			sus, err = analyseLarge(ctx, s, g, names)
+		} else {
+			sus, err = analyseLoaded(ctx, s, g, names, recs)
+		}
 		if err != nil {
 			return fmt.Errorf("suspect %s: %w", g.key, err)
 		}

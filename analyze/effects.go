@@ -23,53 +23,82 @@ type effect struct {
 	why       string
 }
 
-// effects reads each execution of a suspect in order. Two successes are
-// two effects only when the records show it: distinct created ids, or
-// keys the source records and that differ (none sent counts). The same
-// key as an earlier execution that may have acted, the same created id,
-// or the target's replay mark make an answer a replay, not an effect.
-func effects(execs []ExecutionSummary) []effect {
-	out := make([]effect, len(execs))
+// effectIn is what the effect walk reads of one execution. Every
+// execution of a group has one; the whole execution is kept only for
+// those its suspect lists (maxListed): the group of a busy endpoint's hour
+// in a proxy log holds hundreds of thousands.
+type effectIn struct {
+	id                                      activity.ExecutionID
+	dispatched                              bool
+	outcome                                 activity.Outcome
+	recordsOutcome, recordsKey, recordsArgs bool
+	key                                     activity.Opt[string]
+	created, replayed                       string
+}
+
+func effectInOf(x *activity.Execution) effectIn {
+	return effectIn{id: x.ID, dispatched: x.State.Dispatched(), outcome: x.Outcome,
+		recordsOutcome: x.Records(activity.FactOutcome), recordsKey: x.Records(activity.FactIdempotencyKey),
+		recordsArgs: x.Records(activity.FactArguments), key: x.IdempotencyKey, created: x.Created, replayed: x.Replayed}
+}
+
+// effectWalk reads each execution of a suspect in order (add). Two
+// successes are two effects only when the records show it: distinct
+// created ids, or keys the source records and that differ (none sent
+// counts). The same key as an earlier execution that may have acted, the
+// same created id, or the target's replay mark make an answer a replay,
+// not an effect.
+type effectWalk struct {
+	in  []effectIn
+	out []effect
 	// mayHaveActed holds, per recorded key, the latest execution sent with
 	// it that may have acted: one lookup, where a scan of every earlier
 	// execution made a group of many unanswered calls quadratic (20,000
 	// MCP calls of one effect: 7.8 s).
-	mayHaveActed := map[string]int{}
-	for i := range execs {
-		out[i] = effectOf(execs, out, i, mayHaveActed)
-		if k := execs[i].exec.IdempotencyKey; out[i].acted != No && k.OK && k.V != "" {
-			mayHaveActed[k.V] = i
-		}
-	}
-	return out
+	mayHaveActed map[string]int
 }
 
-func effectOf(execs []ExecutionSummary, prior []effect, i int, mayHaveActed map[string]int) effect {
-	x := execs[i].exec
+// add reads the next execution and returns what it did.
+func (ew *effectWalk) add(x *activity.Execution) effect {
+	if ew.mayHaveActed == nil {
+		ew.mayHaveActed = map[string]int{}
+	}
+	i := len(ew.in)
+	ew.in = append(ew.in, effectInOf(x))
+	ef := ew.effectOf(i)
+	ew.out = append(ew.out, ef)
+	if k := x.IdempotencyKey; ef.acted != No && k.OK && k.V != "" {
+		ew.mayHaveActed[k.V] = i
+	}
+	return ef
+}
+
+func (ew *effectWalk) effectOf(i int) effect {
+	x, prior := &ew.in[i], ew.out
 	ef := effect{acted: Unknown, replayOf: -1}
 	switch {
-	case !x.State.Dispatched():
+	case !x.dispatched:
 		ef.acted, ef.why = No, "never dispatched"
 		return ef
-	case x.Outcome == activity.OutcomeFailure:
+	case x.outcome == activity.OutcomeFailure:
 		ef.acted, ef.why = No, "the target answered that it failed"
 		return ef
-	case x.Outcome != activity.OutcomeSuccess:
-		ef.noOutcome = !x.Records(activity.FactOutcome)
+	case x.outcome != activity.OutcomeSuccess:
+		ef.noOutcome = !x.recordsOutcome
 		ef.why = "no outcome shown"
 		// Sent with the key of an earlier execution that may have acted:
 		// whatever happened to it, the target could act only once.
-		if j, ok := mayHaveActed[x.IdempotencyKey.V]; ok && sameKey(x, execs[j].exec) {
-			ef.acted, ef.replayOf, ef.why = No, j, "the same Idempotency-Key as "+string(execs[j].ID)+": the target acts on it once at most"
+		if j, ok := ew.mayHaveActed[x.key.V]; ok && sameKey(x.key, ew.in[j].key) {
+			ef.acted, ef.replayOf, ef.why = No, j, "the same Idempotency-Key as "+string(ew.in[j].id)+": the target acts on it once at most"
 		}
 		return ef
 	}
 	ef.acted, ef.why = Yes, "the target answered success"
-	if x.Replayed != "" {
-		ef.acted, ef.replayOf, ef.why = No, replayBase(execs, prior, i), "the target says its answer is a replay ("+x.Replayed+")"
+	if x.replayed != "" {
+		ef.acted, ef.replayOf, ef.why = No, ew.replayBase(i), "the target says its answer is a replay ("+x.replayed+")"
 	}
 	for j := i - 1; j >= 0 && ef.acted == Yes; j-- {
-		y := execs[j].exec
+		y := &ew.in[j]
 		if prior[j].acted == No && prior[j].replayOf < 0 {
 			continue // an attempt that had no effect cannot be replayed
 		}
@@ -78,14 +107,13 @@ func effectOf(execs []ExecutionSummary, prior []effect, i int, mayHaveActed map[
 			base = prior[j].replayOf
 		}
 		switch {
-		case x.Created != "" && x.Created == y.Created:
-			ef.acted, ef.replayOf, ef.why = No, base, "the same created id as "+string(y.ID)+": a replay"
-		case x.Created != "" && y.Created != "" && x.Created != y.Created:
+		case x.created != "" && x.created == y.created:
+			ef.acted, ef.replayOf, ef.why = No, base, "the same created id as "+string(y.id)+": a replay"
+		case x.created != "" && y.created != "" && x.created != y.created:
 			// Two created ids: two effects, whatever the keys say.
-		case sameKey(x, y):
-			ef.acted, ef.replayOf, ef.why = No, base, "the same Idempotency-Key as "+string(y.ID)+": the target answers it from the first"
-		case y.Outcome == activity.OutcomeSuccess && (!x.Records(activity.FactIdempotencyKey) || !y.Records(activity.FactIdempotencyKey) ||
-			!x.IdempotencyKey.OK || !y.IdempotencyKey.OK || !x.Records(activity.FactArguments) || !y.Records(activity.FactArguments)):
+		case sameKey(x.key, y.key):
+			ef.acted, ef.replayOf, ef.why = No, base, "the same Idempotency-Key as "+string(y.id)+": the target answers it from the first"
+		case y.outcome == activity.OutcomeSuccess && (!x.recordsKey || !y.recordsKey || !x.key.OK || !y.key.OK || !x.recordsArgs || !y.recordsArgs):
 			ef.acted, ef.possibleReplay, ef.why = Unknown, true, "a second success the records do not show to be a second effect"
 		}
 	}
@@ -94,13 +122,13 @@ func effectOf(execs []ExecutionSummary, prior []effect, i int, mayHaveActed map[
 
 // replayBase is the earlier execution a replayed answer most likely
 // replays: one with the same key, else the first that may have acted.
-func replayBase(execs []ExecutionSummary, prior []effect, i int) int {
+func (ew *effectWalk) replayBase(i int) int {
 	first := -1
 	for j := 0; j < i; j++ {
-		if prior[j].acted == No && prior[j].replayOf < 0 {
+		if ew.out[j].acted == No && ew.out[j].replayOf < 0 {
 			continue
 		}
-		if sameKey(execs[i].exec, execs[j].exec) {
+		if sameKey(ew.in[i].key, ew.in[j].key) {
 			return j
 		}
 		if first < 0 {
@@ -112,8 +140,8 @@ func replayBase(execs []ExecutionSummary, prior []effect, i int) int {
 
 // sameKey reports whether two executions were sent with one recorded,
 // non-empty idempotency key.
-func sameKey(x, y activity.Execution) bool {
-	return x.IdempotencyKey.OK && y.IdempotencyKey.OK && x.IdempotencyKey.V != "" && x.IdempotencyKey.V == y.IdempotencyKey.V
+func sameKey(x, y activity.Opt[string]) bool {
+	return x.OK && y.OK && x.V != "" && x.V == y.V
 }
 
 // sourceNames names import sources by their file, for evidence.
@@ -216,3 +244,13 @@ func (n sourceNames) recorder(p activity.Provenance) string {
 // RecorderGateway is Suspect.Recorder for executions mcpdup's own gateway
 // recorded.
 const RecorderGateway = "gateway"
+
+// anyUnsigned reports whether any source holds records nothing signs.
+func (n sourceNames) anyUnsigned() bool {
+	for _, src := range n {
+		if src.UnsignedFrom > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestPropertyVerdictsNeverUnderstate(t *testing.T) {
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		s, _ := activitytest.Open(t, activity.Options{})
-		truths := generate(t, s, rng, 60)
+		truths := generate(t, s, rng, 60, 4, 0)
 		sus, err := analyze.All(ctx, s, analyze.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -63,14 +64,15 @@ func TestPropertyVerdictsNeverUnderstate(t *testing.T) {
 	}
 }
 
-// generate writes n groups of 2-4 calls for one effect each (its own tool
-// name), as an imported source so facts can be missing, and returns what
-// really happened.
-func generate(t *testing.T, s *activity.Store, rng *rand.Rand, n int) map[string]truth {
+// generate writes n groups of 2 to most calls for one effect each (its
+// own tool name), as an imported source so facts can be missing, and
+// returns what really happened. Lines from unsignedFrom on (0: none) are
+// records nothing signs, as an export imported with --allow-unsealed.
+func generate(t *testing.T, s *activity.Store, rng *rand.Rand, n, most int, unsignedFrom int64) map[string]truth {
 	truths := map[string]truth{}
 	base := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
 	_, err := s.Write(ctx, func(w *activity.Tx) error {
-		src, err := w.AddSource(activity.Source{Format: "property-test"})
+		src, err := w.AddSource(activity.Source{Format: "property-test", UnsignedFrom: unsignedFrom})
 		if err != nil {
 			return err
 		}
@@ -89,7 +91,7 @@ func generate(t *testing.T, s *activity.Store, rng *rand.Rand, n int) map[string
 			at := base.Add(time.Duration(g) * 2 * time.Hour)
 			var tr truth
 			var last activity.ExecutionID
-			for c := range 2 + rng.IntN(3) {
+			for c := range 2 + rng.IntN(most-1) {
 				at = at.Add(time.Duration(1+rng.IntN(30)) * time.Second)
 				prov := activity.Provenance{Source: src.ID, Line: int64(g*10 + c + 2)}
 				run := runs[rng.IntN(len(runs))]
@@ -139,7 +141,8 @@ func randomLifecycle(w *activity.Tx, rng *rand.Rand, id activity.ExecutionID, to
 		return false, err
 	}
 	step := func(to activity.State, extra ...func(*activity.Transition)) error {
-		tr := activity.Transition{ExecutionID: id, To: to, At: activity.Some(at)}
+		// An answer's line comes later in the file than its call's.
+		tr := activity.Transition{ExecutionID: id, To: to, At: activity.Some(at), Source: activity.Provenance{Source: prov.Source, Line: prov.Line + 1000}}
 		for _, f := range extra {
 			f(&tr)
 		}
@@ -193,4 +196,89 @@ func randomLifecycle(w *activity.Tx, rng *rand.Rand, id activity.ExecutionID, to
 		return acted, step(activity.StateDelivered)
 	}
 	return acted, step(activity.StateDeliveryFailed)
+}
+
+// TestPropertyListingCutKeepsTheAnswers analyses random groups of up to
+// 14 calls twice: listing them whole, and listing only the first three
+// calls and executions (as a group of more than maxListed is). The cut
+// may shorten the lists, never change what the suspect says: the verdict,
+// the five answers and their evidence, the effects counted, the totals.
+// And what is listed is the whole listing's, the first three, and the
+// pair the answers examine.
+func TestPropertyListingCutKeepsTheAnswers(t *testing.T) {
+	cut, beyond := 0, 0
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s, _ := activitytest.Open(t, activity.Options{})
+		generate(t, s, rng, 80, 14, int64(seed%2)*400) // odd seeds: the second half unsigned
+		whole, err := analyze.All(ctx, s, analyze.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore := analyze.SetMaxListed(3)
+		short, err := analyze.All(ctx, s, analyze.Options{})
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(short) != len(whole) {
+			t.Fatalf("seed %d: %d suspects listing whole, %d with the cut", seed, len(whole), len(short))
+		}
+		for i, w := range whole {
+			c := short[i]
+			if len(w.Calls) != w.CallsTotal || len(w.Executions) != w.ExecutionsTotal {
+				t.Fatalf("seed %d %s: listed whole, %d/%d calls and %d/%d executions", seed, w.ID, len(w.Calls), w.CallsTotal, len(w.Executions), w.ExecutionsTotal)
+			}
+			if c.ListingNote() != "" {
+				cut++
+				if !strings.HasSuffix(c.Summary, " "+c.ListingNote()+".") {
+					t.Fatalf("seed %d %s: the summary does not say what is listed: %s", seed, c.ID, c.Summary)
+				}
+				c.Summary = strings.TrimSuffix(c.Summary, " "+c.ListingNote()+".")
+			}
+			if len(c.Calls) > 3+2 || len(c.Executions) > 3+2 {
+				t.Fatalf("seed %d %s: lists %d calls and %d executions past a cut of 3", seed, c.ID, len(c.Calls), len(c.Executions))
+			}
+			beyond += max(0, len(c.Executions)-3)
+			wc, ww := *w, *c
+			wc.Calls, wc.Executions, ww.Calls, ww.Executions = nil, nil, nil, nil
+			a, _ := json.Marshal(wc)
+			b, _ := json.Marshal(ww)
+			if string(a) != string(b) {
+				t.Fatalf("seed %d: the cut changed what suspect %s says\nwhole: %s\n  cut: %s", seed, w.ID, a, b)
+			}
+			if !listedFrom(c.Calls, w.Calls, func(x analyze.CallRef) string { return string(x.ID) }) ||
+				!listedFrom(c.Executions, w.Executions, func(x analyze.ExecutionSummary) string { return string(x.ID) }) {
+				t.Fatalf("seed %d %s: the cut lists what the whole listing does not, or out of order", seed, w.ID)
+			}
+		}
+	}
+	if cut == 0 || beyond == 0 {
+		t.Errorf("generator too tame: %d suspects cut, %d executions listed past the cut", cut, beyond)
+	}
+	t.Logf("%d suspects cut; %d executions listed past the cut because the answers examine them", cut, beyond)
+}
+
+// listedFrom reports whether part is whole's first min(3, len) entries
+// followed by later entries of whole, in whole's order, each equal.
+func listedFrom[T any](part, whole []T, id func(T) string) bool {
+	j := 0
+	for i, p := range part {
+		for j < len(whole) && id(whole[j]) != id(p) {
+			if i < 3 {
+				return false
+			}
+			j++
+		}
+		if j == len(whole) {
+			return false
+		}
+		a, _ := json.Marshal(p)
+		b, _ := json.Marshal(whole[j])
+		if string(a) != string(b) {
+			return false
+		}
+		j++
+	}
+	return true
 }

@@ -14,17 +14,22 @@ import (
 // Suspect is a group of calls requesting the same effect close in time,
 // with the five answers and the verdict.
 type Suspect struct {
-	ID         string             `json:"id"`
-	EffectKey  string             `json:"effect_key"`
-	Tool       string             `json:"tool"`
-	Target     string             `json:"target"`
-	Method     string             `json:"method"`
-	Contract   activity.Contract  `json:"contract"`
-	Window     string             `json:"window"`
-	FirstAt    time.Time          `json:"first_at"`
-	LastAt     time.Time          `json:"last_at"`
-	Calls      []CallRef          `json:"calls"`
-	Executions []ExecutionSummary `json:"executions"`
+	ID        string            `json:"id"`
+	EffectKey string            `json:"effect_key"`
+	Tool      string            `json:"tool"`
+	Target    string            `json:"target"`
+	Method    string            `json:"method"`
+	Contract  activity.Contract `json:"contract"`
+	Window    string            `json:"window"`
+	FirstAt   time.Time         `json:"first_at"`
+	LastAt    time.Time         `json:"last_at"`
+	// Calls and Executions list the group's calls and executions: all of
+	// them, or past maxListed the first maxListed and those the answers
+	// cite; CallsTotal and ExecutionsTotal count them all.
+	Calls           []CallRef          `json:"calls"`
+	Executions      []ExecutionSummary `json:"executions"`
+	CallsTotal      int                `json:"calls_total"`
+	ExecutionsTotal int                `json:"executions_total"`
 	// Recorder is who recorded its executions: "gateway" (mcpdup's) or
 	// the format of the log they were imported from.
 	Recorder  string   `json:"recorder"`
@@ -41,6 +46,7 @@ type Suspect struct {
 	Shown     []Evidence          `json:"effects_evidence,omitempty"`
 	MaybeMore int                 `json:"effects_uncertain"` // executions that may have acted
 	first     *activity.Execution // the first call's execution
+	listCap   int                 // maxListed when it was listed
 }
 
 // ExecutionSummary is one execution of a suspect as the analysis read it.
@@ -109,6 +115,10 @@ type groupRecords struct {
 	execs     map[activity.ExecutionID]activity.Execution
 	trs       map[activity.ExecutionID][]activity.Transition
 	approvals map[activity.ExecutionID][]activity.Approval
+	// partial: trs and approvals were not read (executions past those a
+	// suspect lists, when no source has unsigned records): read them for
+	// one that is listed after all (loadSteps).
+	partial bool
 }
 
 // maxBatchIDs bounds the ids one query binds.
@@ -117,8 +127,6 @@ const maxBatchIDs = 900
 // loadGroupRecords completes the calls of every group in gs and reads
 // their executions.
 func loadGroupRecords(ctx context.Context, s *activity.Store, names sourceNames, gs []*group) (*groupRecords, error) {
-	r := &groupRecords{execs: map[activity.ExecutionID]activity.Execution{}, trs: map[activity.ExecutionID][]activity.Transition{},
-		approvals: map[activity.ExecutionID][]activity.Approval{}}
 	seen := map[activity.ExecutionID]bool{}
 	var ids []activity.ExecutionID
 	var calls []*CallRef
@@ -138,10 +146,22 @@ func loadGroupRecords(ctx context.Context, s *activity.Store, names sourceNames,
 			}
 		}
 	}
+	return loadExecutions(ctx, s, ids, false)
+}
+
+// loadExecutions reads executions with their transitions and approvals,
+// or without them (partial).
+func loadExecutions(ctx context.Context, s *activity.Store, ids []activity.ExecutionID, partial bool) (*groupRecords, error) {
+	r := &groupRecords{execs: map[activity.ExecutionID]activity.Execution{}, trs: map[activity.ExecutionID][]activity.Transition{},
+		approvals: map[activity.ExecutionID][]activity.Approval{}, partial: partial}
 	for chunk := range slices.Chunk(ids, maxBatchIDs) {
 		execs, err := s.ExecutionsByID(ctx, chunk)
 		if err != nil {
 			return nil, err
+		}
+		if partial {
+			maps.Copy(r.execs, execs)
+			continue
 		}
 		trs, err := s.TransitionsOf(ctx, chunk)
 		if err != nil {
@@ -160,6 +180,9 @@ func loadGroupRecords(ctx context.Context, s *activity.Store, names sourceNames,
 
 // analyseGroup loads what a group's records show and walks the questions.
 func analyseGroup(ctx context.Context, s *activity.Store, g *group, names sourceNames) (*Suspect, error) {
+	if len(g.calls) > maxListed {
+		return analyseLarge(ctx, s, g, names)
+	}
 	recs, err := loadGroupRecords(ctx, s, names, []*group{g})
 	if err != nil {
 		return nil, err
@@ -172,55 +195,14 @@ func suspectID(first activity.CallID) string {
 	return "sus_" + strings.TrimPrefix(string(first), "call_")
 }
 
-// analyseLoaded walks the questions over a group whose records are loaded.
+// analyseLoaded walks the questions over a group of at most maxListed
+// calls whose records are loaded (its calls completed).
 func analyseLoaded(ctx context.Context, s *activity.Store, g *group, names sourceNames, recs *groupRecords) (*Suspect, error) {
-	sus := &Suspect{
-		ID: suspectID(g.calls[0].ID), EffectKey: g.key, Window: g.window.String(),
-		FirstAt: g.calls[0].ReceivedAt, LastAt: g.calls[len(g.calls)-1].ReceivedAt, Calls: g.calls,
+	b := newBuilder(ctx, s, g, names)
+	if err := b.add(b.ids, recs); err != nil {
+		return nil, err
 	}
-	var ids []activity.ExecutionID
-	seen := map[activity.ExecutionID]bool{}
-	for _, c := range g.calls {
-		if !seen[c.ExecutionID] { // a map: a group may hold thousands
-			seen[c.ExecutionID] = true
-			ids = append(ids, c.ExecutionID)
-		}
-	}
-	for _, id := range ids {
-		e, ok := recs.execs[id]
-		if !ok {
-			return nil, fmt.Errorf("execution %s: %w", id, activity.ErrNotFound)
-		}
-		es := summarise(e, recs.trs[id])
-		es.Source, es.Approvals = names.text(e.Source), recs.approvals[id]
-		sus.Executions = append(sus.Executions, es)
-	}
-	first := sus.Executions[0].exec
-	sus.Tool, sus.Target, sus.Method = first.Tool, first.Target, first.Method
-	sus.Recorder = names.recorder(first.Source)
-	runs := map[activity.RunID]activity.Run{}
-	for _, c := range g.calls {
-		if c.RunID == "" {
-			continue
-		}
-		if _, ok := runs[c.RunID]; !ok {
-			r, err := s.Run(ctx, c.RunID)
-			if err != nil {
-				return nil, err
-			}
-			runs[c.RunID] = r
-		}
-	}
-	w := &walk{sus: sus, runs: runs, sources: names}
-	w.run()
-	if sus.Verdict == VerdictDuplicate {
-		shown, err := w.effectsShown(ctx, s)
-		if err != nil {
-			return nil, err
-		}
-		sus.Shown = shown
-	}
-	return sus, nil
+	return b.finish(ctx, s, nil)
 }
 
 func summarise(e activity.Execution, trs []activity.Transition) ExecutionSummary {
@@ -246,16 +228,23 @@ type walk struct {
 	sus     *Suspect
 	runs    map[activity.RunID]activity.Run
 	sources sourceNames
-	eff     []effect          // what each execution did, in order
-	i1, i2  int               // the pair examined: indexes into sus.Executions (i2 -1: one execution)
-	e1, e2  *ExecutionSummary // the first execution, and the second one if a later call made one
-	c1, c2  CallRef           // the first call, and the later call examined
-	q2ans   Tri
+	// eff is what each of the group's executions did, in order, from
+	// what ins holds of each: all of them, listed or not.
+	eff       []effect
+	ins       []effectIn
+	i1, i2    int               // the pair examined: places in eff (i2 -1: one execution)
+	e1, e2    *ExecutionSummary // the first execution, and the second one if a later call made one
+	c1, c2    CallRef           // the first call, and the later call examined
+	q2ans     Tri
+	unsignedN int // executions resting on records nothing signs
 }
 
-func (w *walk) run() {
+// pick counts the effects and chooses the pair examined: the first two
+// executions; but when two or more may have acted, the first two of
+// those, pair (an attempt that had no effect cannot be half of a
+// duplicate).
+func (w *walk) pick(pair []int) {
 	s := w.sus
-	w.eff = effects(s.Executions)
 	for _, ef := range w.eff {
 		switch ef.acted {
 		case Yes:
@@ -264,26 +253,23 @@ func (w *walk) run() {
 			s.MaybeMore++
 		}
 	}
-	// The pair examined: the first two executions; but when two or more
-	// may have acted, the first two of those (an attempt that had no
-	// effect cannot be half of a duplicate).
 	w.i1, w.i2 = 0, 1
 	if s.Effects+s.MaybeMore >= 2 {
-		var pair []int
-		for i, ef := range w.eff {
-			if ef.acted != No && len(pair) < 2 {
-				pair = append(pair, i)
-			}
-		}
 		w.i1, w.i2 = pair[0], pair[1]
 	}
-	w.e1 = &s.Executions[w.i1]
+	if len(w.eff) < 2 {
+		w.i2 = -1
+	}
+}
+
+// run walks the questions over the pair pick chose, once its executions
+// (e1, e2) and the calls are listed.
+func (w *walk) run() {
+	s := w.sus
 	w.c1 = firstCallOf(s.Calls, w.e1.ID)
-	if len(s.Executions) > 1 {
-		w.e2 = &s.Executions[w.i2]
+	if w.e2 != nil {
 		w.c2 = firstCallOf(s.Calls, w.e2.ID)
 	} else {
-		w.i2 = -1
 		w.c2 = s.Calls[1]
 	}
 	s.first = &w.e1.exec
@@ -300,32 +286,11 @@ func (w *walk) run() {
 	s.Verdict = w.verdict()
 	s.Title, s.Fix, s.Severity = s.Verdict.Title(), s.Verdict.Fix(), severity(s.Verdict, s.Contract)
 	s.Summary = w.summary()
-	if n := w.unsigned(); n > 0 {
+	if n := w.unsignedN; n > 0 {
 		why := fmt.Sprintf("%d of these executions rest on records no verified checkpoint signs (an export imported with --allow-unsealed): anyone could have written them", n)
 		s.Missing = append(s.Missing, why)
 		s.Summary += " Caution: " + why + "."
 	}
-}
-
-// unsigned counts executions that rest on records nothing signs: the
-// execution itself, or any step of it (an outcome appended after the
-// export's last checkpoint changes the verdict as much as a forged
-// execution would).
-func (w *walk) unsigned() int {
-	byCall := map[activity.ExecutionID]bool{} // an unsigned call (an attached retry) changes the walk too
-	for _, c := range w.sus.Calls {
-		if w.sources[c.prov.Source].Unsigned(c.prov) {
-			byCall[c.ExecutionID] = true
-		}
-	}
-	n := 0
-	for _, e := range w.sus.Executions {
-		if byCall[e.ID] || slices.Contains(e.NotRecorded, activity.FactSignature) ||
-			slices.ContainsFunc(e.Transitions, func(t activity.Transition) bool { return w.sources[t.Source.Source].Unsigned(t.Source) }) {
-			n++
-		}
-	}
-	return n
 }
 
 // evidence cites transition t of execution e: its record, and the
@@ -590,7 +555,7 @@ func (w *walk) q5() Answer {
 	k1, k2 := x1.IdempotencyKey, x2.IdempotencyKey
 	a.Evidence = append(a.Evidence, Evidence{Seq: w.e2.Seq, What: "new execution " + string(w.e2.ID), Source: w.e2.Source})
 	switch {
-	case sameKey(x1, x2):
+	case sameKey(k1, k2):
 		a.Answer, a.Finding = Yes, "same_key"
 		a.Explanation = fmt.Sprintf("Yes: %s is a new request, but it carried the first one's idempotency key (%s), so the target could answer it from the first.", w.e2.ID, k2.V)
 	case !k1.OK || !k2.OK || !x1.Records(activity.FactIdempotencyKey) || !x2.Records(activity.FactIdempotencyKey):
@@ -661,7 +626,7 @@ func (w *walk) verdict() Verdict {
 // from the first.
 func (w *walk) replayAnswered() bool {
 	for i, ef := range w.eff {
-		if i > 0 && ef.replayOf >= 0 && w.sus.Executions[i].exec.Outcome == activity.OutcomeSuccess {
+		if i > 0 && ef.replayOf >= 0 && w.ins[i].outcome == activity.OutcomeSuccess {
 			return true
 		}
 	}
@@ -698,8 +663,8 @@ func deliveredAt(e *ExecutionSummary) time.Time {
 func (w *walk) summary() string {
 	s := w.sus
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d calls to %s within %s; %d execution(s)", len(s.Calls), s.Tool,
-		s.LastAt.Sub(s.FirstAt).Round(time.Millisecond), len(s.Executions))
+	fmt.Fprintf(&b, "%d calls to %s within %s; %d execution(s)", s.CallsTotal, s.Tool,
+		s.LastAt.Sub(s.FirstAt).Round(time.Millisecond), s.ExecutionsTotal)
 	switch {
 	case s.Effects == 1 && s.MaybeMore == 0:
 		b.WriteString("; the records show the target acted once")

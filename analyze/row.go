@@ -23,5 +23,5 @@ type Row struct {
 // Row is the suspect's row.
 func (s *Suspect) Row() Row {
 	return Row{ID: s.ID, EffectKey: s.EffectKey, Tool: s.Tool, Target: s.Target, Title: s.Title, Verdict: s.Verdict,
-		Severity: s.Severity, Calls: len(s.Calls), Executions: len(s.Executions), FirstAt: s.FirstAt}
+		Severity: s.Severity, Calls: s.NCalls(), Executions: s.NExecutions(), FirstAt: s.FirstAt}
 }

@@ -35,7 +35,7 @@ svg text{font:12px system-ui,sans-serif}
 	fmt.Fprintf(&b, `<p class="verdict"><strong>%s %s</strong> — severity <strong>%s</strong>.<br>%s</p>`+"\n",
 		e(sus.Verdict.Glyph()), e(sus.Title), e(string(sus.Severity)), e(sus.Summary))
 	fmt.Fprintf(&b, "<p><code>%s</code> on <code>%s %s</code>, contract <code>%s</code>, window %s, %d calls, %d executions.</p>\n",
-		e(sus.Tool), e(sus.Method), e(sus.Target), e(string(sus.Contract)), e(sus.Window), len(sus.Calls), len(sus.Executions))
+		e(sus.Tool), e(sus.Method), e(sus.Target), e(string(sus.Contract)), e(sus.Window), sus.NCalls(), sus.NExecutions())
 	b.WriteString("<h2>The five questions</h2>\n<ol>\n")
 	for _, q := range sus.Questions {
 		fmt.Fprintf(&b, `<li><strong>%s</strong> <span class="%s">%s</span>. %s`, e(q.Question), q.Answer, strings.ToUpper(string(q.Answer)), e(q.Explanation))

@@ -66,7 +66,7 @@ func (m *MarkdownWriter) Write(s *analyze.Suspect) {
 	m.n++
 	rank := s.Severity.Rank()
 	row := fmt.Sprintf("| %s | %s | %s | `%s` | %d | %d | %s | `%s` |\n", s.Verdict.Glyph(), s.Verdict, s.Severity, s.Tool,
-		len(s.Calls), len(s.Executions), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
+		s.NCalls(), s.NExecutions(), s.FirstAt.UTC().Format(time.RFC3339), s.ID)
 	var sec strings.Builder
 	suspectMarkdown(&sec, s)
 	for stream, text := range map[string]string{"rows": row, "sections": sec.String()} {

@@ -62,8 +62,8 @@ func (t *TableWriter) Write(s *analyze.Suspect) {
 	if t.err != nil {
 		return
 	}
-	r := tableRow{Cells: []string{s.Verdict.Glyph(), string(s.Verdict), string(s.Severity), s.Tool, strconv.Itoa(len(s.Calls)),
-		strconv.Itoa(len(s.Executions)), s.FirstAt.UTC().Format(time.RFC3339), s.ID}}
+	r := tableRow{Cells: []string{s.Verdict.Glyph(), string(s.Verdict), string(s.Severity), s.Tool, strconv.Itoa(s.NCalls()),
+		strconv.Itoa(s.NExecutions()), s.FirstAt.UTC().Format(time.RFC3339), s.ID}}
 	for i, c := range r.Cells {
 		t.width[i] = max(t.width[i], ansi.StringWidth(c))
 	}

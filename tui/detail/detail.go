@@ -142,7 +142,7 @@ func (m Model) View() string {
 	head := fmt.Sprintf("%s %s — severity %s", s.Verdict.Glyph(), s.ID, s.Severity)
 	b.WriteString(m.styles.Title.Render(cells.Clip(head, m.width)) + "\n")
 	b.WriteString(m.styles.Muted.Render(cells.Clip(fmt.Sprintf("%s on %s %s · contract %s · %d calls · %d executions",
-		s.Tool, s.Method, s.Target, s.Contract, len(s.Calls), len(s.Executions)), m.width)) + "\n\n")
+		s.Tool, s.Method, s.Target, s.Contract, s.NCalls(), s.NExecutions()), m.width)) + "\n\n")
 	if !m.replaying {
 		for i, q := range s.Questions {
 			if i >= m.step {
