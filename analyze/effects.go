@@ -56,19 +56,27 @@ type effectWalk struct {
 	// execution made a group of many unanswered calls quadratic (20,000
 	// MCP calls of one effect: 7.8 s).
 	mayHaveActed map[string]int
+	// answerable: the earlier executions a success may be a replay of,
+	// indexed by what the comparison reads (answerable.go).
+	answerable answerable
 }
 
 // add reads the next execution and returns what it did.
-func (ew *effectWalk) add(x *activity.Execution) effect {
+func (ew *effectWalk) add(x *activity.Execution) effect { return ew.addIn(effectInOf(x)) }
+
+func (ew *effectWalk) addIn(in effectIn) effect {
 	if ew.mayHaveActed == nil {
 		ew.mayHaveActed = map[string]int{}
 	}
 	i := len(ew.in)
-	ew.in = append(ew.in, effectInOf(x))
+	ew.in = append(ew.in, in)
 	ef := ew.effectOf(i)
 	ew.out = append(ew.out, ef)
-	if k := x.IdempotencyKey; ef.acted != No && k.OK && k.V != "" {
+	if k := in.key; ef.acted != No && k.OK && k.V != "" {
 		ew.mayHaveActed[k.V] = i
+	}
+	if ef.acted != No || ef.replayOf >= 0 { // an attempt that had no effect cannot be replayed
+		ew.answerable.note(i, &ew.in[i])
 	}
 	return ef
 }
@@ -95,47 +103,30 @@ func (ew *effectWalk) effectOf(i int) effect {
 	}
 	ef.acted, ef.why = Yes, "the target answered success"
 	if x.replayed != "" {
-		ef.acted, ef.replayOf, ef.why = No, ew.replayBase(i), "the target says its answer is a replay ("+x.replayed+")"
+		ef.acted, ef.replayOf, ef.why = No, ew.answerable.replayBase(x), "the target says its answer is a replay ("+x.replayed+")"
+		return ef
 	}
-	for j := i - 1; j >= 0 && ef.acted == Yes; j-- {
-		y := &ew.in[j]
-		if prior[j].acted == No && prior[j].replayOf < 0 {
-			continue // an attempt that had no effect cannot be replayed
-		}
-		base := j
-		if prior[j].replayOf >= 0 {
-			base = prior[j].replayOf
-		}
-		switch {
-		case x.created != "" && x.created == y.created:
-			ef.acted, ef.replayOf, ef.why = No, base, "the same created id as "+string(y.id)+": a replay"
-		case x.created != "" && y.created != "" && x.created != y.created:
-			// Two created ids: two effects, whatever the keys say.
-		case sameKey(x.key, y.key):
-			ef.acted, ef.replayOf, ef.why = No, base, "the same Idempotency-Key as "+string(y.id)+": the target answers it from the first"
-		case y.outcome == activity.OutcomeSuccess && (!x.recordsKey || !y.recordsKey || !x.key.OK || !y.key.OK || !x.recordsArgs || !y.recordsArgs):
-			ef.acted, ef.possibleReplay, ef.why = Unknown, true, "a second success the records do not show to be a second effect"
-		}
+	// The latest earlier execution it may be answered from, as it
+	// compares: the same created id, the same key, or a success the
+	// records do not tell apart from it.
+	j, how := ew.answerable.latestFor(x)
+	if j < 0 {
+		return ef
+	}
+	base := j
+	if prior[j].replayOf >= 0 {
+		base = prior[j].replayOf
+	}
+	y := &ew.in[j]
+	switch how {
+	case sameCreated:
+		ef.acted, ef.replayOf, ef.why = No, base, "the same created id as "+string(y.id)+": a replay"
+	case sameKeyAs:
+		ef.acted, ef.replayOf, ef.why = No, base, "the same Idempotency-Key as "+string(y.id)+": the target answers it from the first"
+	case untold:
+		ef.acted, ef.possibleReplay, ef.why = Unknown, true, "a second success the records do not show to be a second effect"
 	}
 	return ef
-}
-
-// replayBase is the earlier execution a replayed answer most likely
-// replays: one with the same key, else the first that may have acted.
-func (ew *effectWalk) replayBase(i int) int {
-	first := -1
-	for j := 0; j < i; j++ {
-		if ew.out[j].acted == No && ew.out[j].replayOf < 0 {
-			continue
-		}
-		if sameKey(ew.in[i].key, ew.in[j].key) {
-			return j
-		}
-		if first < 0 {
-			first = j
-		}
-	}
-	return max(first, 0)
 }
 
 // sameKey reports whether two executions were sent with one recorded,
