@@ -351,12 +351,30 @@ var (
 	colVerdict  = column{"VERDICT", 26, false, func(s analyze.Row) string { return string(s.Verdict) }}
 	colSeverity = column{"SEVERITY", 9, false, func(s analyze.Row) string { return string(s.Severity) }}
 	colTool     = column{"TOOL", 0, false, func(s analyze.Row) string { return s.Tool }}
-	colCalls    = column{"CALLS", 5, true, func(s analyze.Row) string { return strconv.Itoa(s.Calls) }}
-	colExecs    = column{"EXECS", 5, true, func(s analyze.Row) string { return strconv.Itoa(s.Executions) }}
+	colCalls    = column{"CALLS", 5, true, func(s analyze.Row) string { return count(s.Calls) }}
+	colExecs    = column{"EXECS", 5, true, func(s analyze.Row) string { return count(s.Executions) }}
 	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Row) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
 	colID       = column{"SUSPECT", 30, false, func(s analyze.Row) string { return string(s.ID) }}
 	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Row) string { return report.ShortID(string(s.ID)) }}
 )
+
+// count writes n in the five cells of a count column: exactly up to
+// 99999, then in thousands or millions ("200k", "1.2M"), as top does,
+// where clipping made 200000 "2000…". The detail's header has it exactly.
+func count(n int) string {
+	switch {
+	case n < 100_000:
+		return strconv.Itoa(n)
+	case n < 10_000_000:
+		if n < 1_000_000 {
+			return strconv.Itoa(n/1000) + "k"
+		}
+		return strconv.FormatFloat(float64(n/100_000)/10, 'f', 1, 64) + "M"
+	case n < 1_000_000_000:
+		return strconv.Itoa(n/1_000_000) + "M"
+	}
+	return strconv.Itoa(n/1_000_000_000) + "G"
+}
 
 // layouts are tried widest first: a narrower terminal shortens the
 // suspect id to its tail (which every command accepts), then loses the

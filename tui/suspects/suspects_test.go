@@ -201,3 +201,19 @@ func TestReplaceEffectsMatchesALoad(t *testing.T) {
 		}
 	}
 }
+
+// A count column holds five cells: a count too long for them is written
+// in thousands or millions, never clipped ("2000…" for 200000 read as two
+// thousand).
+func TestCountsFitTheirColumn(t *testing.T) {
+	for n, want := range map[int]string{7: "7", 99_999: "99999", 100_000: "100k", 200_000: "200k", 999_999: "999k",
+		1_000_000: "1.0M", 1_250_000: "1.2M", 9_999_999: "9.9M", 10_000_000: "10M", 999_999_999: "999M", 1_500_000_000: "1G"} {
+		if got := count(n); got != want || len(got) > colCalls.w {
+			t.Errorf("count(%d) = %q, want %q in %d cells", n, got, want, colCalls.w)
+		}
+	}
+	r := row([]column{colCalls, colExecs}, 0, analyze.Row{Calls: 200_000, Executions: 3})
+	if !strings.Contains(r, "200k") || strings.Contains(r, "…") {
+		t.Errorf("row of 200,000 calls: %q", r)
+	}
+}
