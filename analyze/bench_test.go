@@ -284,17 +284,25 @@ func BenchmarkAnalyzeFloor(b *testing.B) {
 // suspect it keeps: without EffectCuts (-analyze.cuts=false) its time
 // grows with the effect's history; with them (the console's) each reads
 // from the effect's last group on. The first rebuild (reading the effect
-// whole either way) is not timed.
+// whole either way) is not timed. dense: 20,000 calls 100 ms apart (a
+// tool polled ten times a second), so the last group, analysed again on
+// every call, holds them all.
 //
 //	go test ./analyze -run '^$' -bench RebuildHotEffect -benchtime 5x
 var benchCuts = flag.Bool("analyze.cuts", true, "BenchmarkRebuildHotEffect: rebuild with EffectCuts, as the console does")
 
 func BenchmarkRebuildHotEffect(b *testing.B) {
 	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for _, calls := range []int{1_000, 10_000, 100_000} {
-		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
-			path, keys := activitytest.Cached(b, fmt.Sprintf("hot-%d", calls), func(ctx context.Context, s *activity.Store) error {
-				return activitytest.FillHot(ctx, s, "hot", from, calls, time.Minute)
+	for _, hot := range []struct {
+		calls int
+		every time.Duration
+		name  string
+	}{{1_000, time.Minute, "calls=1000"}, {10_000, time.Minute, "calls=10000"}, {100_000, time.Minute, "calls=100000"},
+		{20_000, 100 * time.Millisecond, "dense/calls=20000"}} {
+		calls, every := hot.calls, hot.every
+		b.Run(hot.name, func(b *testing.B) {
+			path, keys := activitytest.Cached(b, fmt.Sprintf("hot-%d-%s", calls, every), func(ctx context.Context, s *activity.Store) error {
+				return activitytest.FillHot(ctx, s, "hot", from, calls, every)
 			})
 			dir := b.TempDir()
 			activitytest.CopyFile(b, path, filepath.Join(dir, "hot.db"))
@@ -303,7 +311,7 @@ func BenchmarkRebuildHotEffect(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			next := from.Add(time.Duration(calls) * time.Minute)
+			next := from.Add(time.Duration(calls) * every)
 			opts := analyze.Options{}
 			if *benchCuts {
 				opts.Cuts = analyze.NewEffectCuts() // as the console: the first rebuild reads the effect whole
@@ -316,10 +324,10 @@ func BenchmarkRebuildHotEffect(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := activitytest.FillHot(ctx, s, "hot", next, 1, time.Minute); err != nil {
+				if err := activitytest.FillHot(ctx, s, "hot", next, 1, every); err != nil {
 					b.Fatal(err)
 				}
-				next = next.Add(time.Minute)
+				next = next.Add(every)
 				touched, err := analyze.TouchedSince(ctx, s, size)
 				if err != nil {
 					b.Fatal(err)
