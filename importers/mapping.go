@@ -118,7 +118,7 @@ type Field struct {
 	Count    bool              `toml:"count"`     // the length of the array at the pointer
 	DropPort bool              `toml:"drop_port"` // "10.0.4.12:52492" → "10.0.4.12"
 	Unquote  bool              `toml:"unquote"`   // strip quotes (structured-field strings)
-	Split    string            `toml:"split"`     // a list in one value ("a, b" for retries)
+	Split    Separators        `toml:"split"`     // a list in one value ("a, b" for retries): one separator or several
 	First    bool              `toml:"first"`     // of a list, the first (X-Forwarded-For's client), not the last
 	Header   string            `toml:"header"`    // the pointer holds headers: pick this one (any case)
 	Map      map[string]string `toml:"map"`       // replace values
@@ -280,7 +280,39 @@ func (f Field) find(doc any) (any, bool) {
 	return nil, false
 }
 
-func (f Field) values(doc any) []string {
+// Separators split one value into a list: split = "," or, where a
+// producer writes two, split = [",", " : "] (nginx between upstream
+// groups).
+type Separators []string
+
+// UnmarshalText reads the one-separator form.
+func (s *Separators) UnmarshalText(b []byte) error {
+	*s = Separators{string(b)}
+	return nil
+}
+
+// apply splits v at every one of the separators.
+func (s Separators) apply(v string) []string {
+	parts := []string{v}
+	for _, sep := range s {
+		if sep == "" {
+			continue
+		}
+		var next []string
+		for _, p := range parts {
+			next = append(next, strings.Split(p, sep)...)
+		}
+		parts = next
+	}
+	return parts
+}
+
+func (f Field) values(doc any) []string { return f.entries(doc, false) }
+
+// entries is values, keeping in a list of two or more the entries "-"
+// stands for when keepNone: nginx writes "503, -" for a second try that
+// got no status, which is a send all the same.
+func (f Field) entries(doc any, keepNone bool) []string {
 	raw, found := f.find(doc)
 	if found && f.Header != "" {
 		raw, found = headerValue(raw, f.Header)
@@ -314,9 +346,10 @@ func (f Field) values(doc any) []string {
 		for _, e := range a {
 			parts = append(parts, scalar(e))
 		}
-	} else if f.Split != "" {
-		parts = strings.Split(s, f.Split)
+	} else if len(f.Split) > 0 {
+		parts = f.Split.apply(s)
 	}
+	keepNone = keepNone && len(parts) > 1
 	out := parts[:0]
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
@@ -329,7 +362,7 @@ func (f Field) values(doc any) []string {
 		if f.DropPort {
 			p = dropPort(p)
 		}
-		if p != "" && p != "-" {
+		if p != "" && (p != "-" || keepNone) {
 			out = append(out, f.Prefix+p)
 		}
 	}
@@ -510,6 +543,16 @@ func (f Field) ms(doc any) (float64, bool) {
 	return x, true
 }
 
+// flagged reports whether one of the condition's flags is among flags.
+func (c Cond) flagged(flags []string) bool {
+	for _, f := range c.Flags {
+		if slices.Contains(flags, f) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c Cond) holds(doc any, flags []string, status int) bool {
 	for p, want := range c.Where {
 		v, ok := pointer(doc, p)
@@ -688,7 +731,10 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 	if r.start, err = m.Time.time(doc); err != nil {
 		return k.bad(n, "time ("+strings.Join(m.Time.From, ", ")+")", err)
 	}
-	dur, _ := m.Duration.ms(doc)
+	dur, ok := m.Duration.ms(doc)
+	if s := m.Duration.value(doc); !ok && s != "" {
+		return k.bad(n, "duration_ms ("+strings.Join(m.Duration.From, ", ")+")", fmt.Errorf("%q is not a duration", s))
+	}
 	took, logged := time.Duration(dur*float64(time.Millisecond)), r.start
 	if r.end = r.start.Add(took); m.TimeAt == "end" {
 		r.start, r.end = r.start.Add(-took), r.start
@@ -811,23 +857,47 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 // with the same headers, so the same key).
 func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 	m := d.m
-	ups, upStatus := m.Upstream.values(doc), m.UpstreamStatus.values(doc)
+	ups, upStatus := m.Upstream.entries(doc, true), m.UpstreamStatus.entries(doc, true)
 	sentRecorded := len(m.Upstream.From) == 0 || m.Upstream.present(doc)
 	if !sentRecorded {
 		r.nr = append(r.nr, activity.FactDispatch)
 	}
-	attempts := len(upStatus)
-	if a, _ := strconv.Atoi(m.Attempts.value(doc)); a > attempts {
-		attempts = a
+	attempts := max(len(upStatus), len(ups))
+	if attempts > maxSends {
+		return k.bad(n, "upstream_status ("+strings.Join(slices.Concat(m.UpstreamStatus.From, m.Upstream.From), ", ")+")",
+			fmt.Errorf("a list of %d sends in one line: more than the %d this importer reads", attempts, maxSends))
+	}
+	if s := m.Attempts.value(doc); s != "" {
+		a, err := strconv.Atoi(s)
+		switch {
+		case err != nil || a < 0:
+			return k.bad(n, "attempts ("+strings.Join(m.Attempts.From, ", ")+")", fmt.Errorf("%q is not a count of sends", s))
+		case a > maxSends:
+			return k.bad(n, "attempts ("+strings.Join(m.Attempts.From, ", ")+")", fmt.Errorf("%d sends in one line: more than the %d this importer reads", a, maxSends))
+		}
+		attempts = max(attempts, a)
 	}
 	if attempts == 0 && (len(ups) > 0 || r.status != 0) {
 		attempts = 1
 	}
 	d.attempts += int64(attempts)
 	denied := m.Denied.holds(doc, r.flags, r.status)
-	notSent := m.NotSent.holds(doc, r.flags, r.status) || sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0
+	// Flags describe the last attempt: one that says it was not sent,
+	// beside one that says a send got no answer (Envoy's UC,UO) or that
+	// retries ran out (URX), leaves the sends unknown, not unsent.
+	notSent := m.NotSent.holds(doc, r.flags, r.status) && !m.NoAnswer.flagged(r.flags) ||
+		sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0
 	if denied || notSent {
-		id, err := d.start(k, n, r, r.call)
+		// The attempts before a last one that was not sent were, and
+		// their answers are not in the line.
+		c := r.call
+		for i := 0; !denied && i < attempts-1; i++ {
+			if err := d.unansweredAttempt(k, n, r, i, attempts); err != nil {
+				return err
+			}
+			c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", attempts, attempts)
+		}
+		id, err := d.start(k, n, r, c)
 		if err != nil {
 			return err
 		}
@@ -871,12 +941,21 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			continue
 		}
 		t := activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end), Implied: true, Reason: "the proxy sent it again: this attempt's answer is not in the log"}
-		if i >= offset && len(upStatus) > 0 {
+		if i >= offset && len(upStatus) > 0 && upStatus[i-offset] == "-" {
+			t.Reason = "this send got no status in the log (-): it may have acted"
+		} else if i >= offset && len(upStatus) > 0 {
 			code, err := httpStatus(upStatus[i-offset])
 			if err != nil {
 				return k.bad(n, "upstream_status ("+strings.Join(m.UpstreamStatus.From, ", ")+")", err)
 			}
 			t = outcomeOf(doc, code, r.flags, m, last, r.end)
+			if slices.Contains(m.ClientGone.Status, code) {
+				// A proxy's own status taken down as the upstream's
+				// (Traefik's OriginStatus 499): the client left, not
+				// the target's answer.
+				t = activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end),
+					Reason: "the client went away (" + condText(code, r.flags) + ") before the target's answer: it may have acted"}
+			}
 		} else if last && slices.Contains(m.ClientGone.Status, r.status) {
 			// The proxy's own status (nginx's 499): the client left first,
 			// the proxy gave up on the target, and the target's answer,
@@ -903,6 +982,33 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			if err := d.step(k, n, id, next); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// maxSends bounds the sends one line may count: a line is one request,
+// which no proxy sends a hundred times; "attempts":"2000000000" wrote
+// executions until the disk filled.
+const maxSends = 100
+
+// unansweredAttempt records the ith send (0-based) of attempts, sent and
+// not answered in the line: the proxy logs the last attempt's answer.
+func (d *mapped) unansweredAttempt(k *sink, n int64, r *request, i, attempts int) error {
+	c := r.call
+	if i > 0 {
+		c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", i+1, attempts)
+	}
+	id, err := d.start(k, n, r, c)
+	if err != nil {
+		return err
+	}
+	for _, t := range []activity.Transition{{To: activity.StateAuthorized, Implied: true},
+		{To: activity.StateDispatched, At: activity.Some(r.start), Implied: true},
+		{To: activity.StateUnknown, At: activity.Some(r.end), Implied: true,
+			Reason: "an earlier attempt: the log shows the last one's end, not this one's answer"}} {
+		if err := d.step(k, n, id, t); err != nil {
+			return err
 		}
 	}
 	return nil

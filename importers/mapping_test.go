@@ -2,6 +2,7 @@ package importers
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -419,5 +420,55 @@ upstream_status = { from = ["` + upstreamStatus + `"] }
 	}
 	if _, _, err := imp(line("2026-11-25T10:00:01.020Z", `{}`, `"created"`), mapping("/rpc/params/name", "/upstream/host", "/upstream/status")); err == nil || !strings.Contains(err.Error(), "field status") {
 		t.Errorf("a status that is none: %v", err)
+	}
+}
+
+// TestProxyLineBounds: a line is one request, so its count of sends is
+// bounded (an attempts field of 2,000,000,000 wrote executions until the
+// disk filled); a count or a duration that does not read is a bad record
+// naming its field, not a silent 0; and a user's mapping may give split
+// several separators, as the nginx preset does for upstream groups.
+func TestProxyLineBounds(t *testing.T) {
+	envoy := func(extra string) string {
+		return `{"start_time":"2026-11-28T15:00:00.000Z","method":"POST","authority":"deploy.example","path":"/v1/releases","response_code":201,"upstream_host":"10.0.9.7:443","duration":4120` + extra + "}\n"
+	}
+	for _, c := range []struct {
+		name, format, log, field string
+	}{
+		{"attempts", "envoy", envoy(`,"attempts":"2000000000"`), "attempts"},
+		{"attempts not a number", "envoy", envoy(`,"attempts":"two"`), "attempts"},
+		{"negative attempts", "envoy", envoy(`,"upstream_request_attempt_count":-3`), "attempts"},
+		{"a list of sends", "nginx", `{"time":"2026-11-28T09:00:20+00:00","method":"POST","host":"d.example","uri":"/v1/r","status":201,"upstream_addr":"10.0.9.7:8080","upstream_status":"` +
+			strings.Repeat("502, ", 150) + `201","request_time":1}` + "\n", "upstream_status"},
+		{"duration", "nginx", `{"time":"2026-11-28T09:00:20+00:00","method":"POST","host":"d.example","uri":"/v1/r","status":201,"upstream_addr":"10.0.9.7:8080","upstream_status":"201","request_time":"abc"}` + "\n", "duration_ms"},
+	} {
+		s := newStore(t)
+		_, err := Import(ctx, s, writeFile(t, "access.log", []byte(c.log)), Options{Format: c.format})
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 || !strings.HasPrefix(le.Field, c.field) {
+			t.Errorf("%s: %v, want a bad line 1 naming %s", c.name, err, c.field)
+		}
+		if n, _ := s.LogSize(ctx); n > 0 {
+			t.Errorf("%s: %d records written from a refused file", c.name, n)
+		}
+	}
+	m, err := ParseMapping([]byte(`name = "lists"
+time = { from = ["/t"] }
+method = { const = "POST" }
+path = { from = ["/p"] }
+upstream = { from = ["/ups"], split = [",", " : "] }
+upstream_status = { from = ["/st"], split = [",", " : "] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t)
+	log := `{"t":"2026-11-28T09:00:20Z","p":"/v1/r","ups":"10.0.9.7:8080, 10.0.9.8:8080 : 10.0.9.9:8080","st":"502, 504 : 201"}` + "\n"
+	rep, err := Import(ctx, s, writeFile(t, "a.jsonl", []byte(log)), Options{Mapping: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Executions != 3 {
+		t.Errorf("%d executions from three tries in two groups, want 3", rep.Executions)
 	}
 }
