@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/analyze"
 )
@@ -242,8 +244,13 @@ func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(src)
 	zw.Close()
+	zst, err := zstd.NewWriter(nil) // the collector's file exporter: compression: zstd
+	if err != nil {
+		t.Fatal(err)
+	}
 	variants := map[string][]byte{
 		"gzipped.jsonl.gz":  gz.Bytes(),
+		"zstd.jsonl.zst":    zst.EncodeAll(src, nil),
 		"crlf.jsonl":        bytes.ReplaceAll(src, []byte("\n"), []byte("\r\n")),
 		"final-blank.jsonl": append(append([]byte(nil), src...), "\n\n"...),
 		"no-final-nl.jsonl": bytes.TrimRight(src, "\n"),
@@ -448,5 +455,37 @@ func TestDetectLongFirstLine(t *testing.T) {
 		if err != nil || rep.Format != format || rep.Executions != 1 {
 			t.Errorf("%s with a long first line: %v, format %q, %d executions", format, err, rep.Format, rep.Executions)
 		}
+	}
+}
+
+// TestCompressedAndForeignFiles: a zstd file cut short says so, as a
+// gzip one does; a file given --format otlp, mcp-log or sallyport that
+// holds nothing of that format (the file exporter's format: proto, a
+// service's own log) is refused, not imported as nothing with exit 0.
+func TestCompressedAndForeignFiles(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "otlp", "traces.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zst, _ := zstd.NewWriter(nil)
+	whole := zst.EncodeAll(src, nil)
+	s := newStore(t)
+	_, err = Import(ctx, s, writeFile(t, "cut.jsonl.zst", whole[:len(whole)/2]), Options{Format: "otlp"})
+	if err == nil || !strings.Contains(err.Error(), "zstd data ends early") {
+		t.Errorf("a zstd file cut short: %v", err)
+	}
+	proto := []byte{0x0a, 0xd2, 0x01, 0x0a, 0x1f, 0x0a, 0x0c, 's', 'e', 'r', 'v', 'i', 'c', 'e', '\n', 0x12, 0x0f}
+	service := []byte("2026-11-28 19:00:00 INFO started\n2026-11-28 19:00:01 INFO tools/call create_ticket\n")
+	for _, c := range []struct {
+		name, format string
+		b            []byte
+	}{{"proto.bin", "otlp", proto}, {"service.log", "otlp", service}, {"service.log", "mcp-log", service}, {"service.log", "sallyport", service}} {
+		_, err := Import(ctx, s, writeFile(t, c.name, c.b), Options{Format: c.format})
+		if err == nil || !strings.Contains(err.Error(), "none of its") {
+			t.Errorf("%s as %s: %v, want a refusal", c.name, c.format, err)
+		}
+	}
+	if n, _ := s.LogSize(ctx); n != 0 {
+		t.Errorf("%d records written from refused files", n)
 	}
 }

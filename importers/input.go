@@ -13,6 +13,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // maxLine bounds one line (an OTLP batch, a HAR document): past it the
@@ -51,18 +53,17 @@ func readContent(path string, raw io.Writer, content io.Writer) (int64, error) {
 	defer f.Close()
 	counted := &countingReader{r: io.TeeReader(f, raw)}
 	br := bufio.NewReaderSize(counted, 1<<20)
-	var body io.Reader = br
-	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return 0, fmt.Errorf("%s: gzip: %w", path, err)
-		}
-		defer gz.Close()
-		body = gz
+	body, kind, done, err := decompressed(br, path)
+	if err != nil {
+		return 0, err
 	}
+	defer done()
 	if _, err := io.Copy(content, body); err != nil {
-		if body != io.Reader(br) && errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, fmt.Errorf("read %s: its gzip data ends early: the file was cut short (copied before gzip finished writing it?): %w", path, err)
+		if kind != "" && errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("read %s: its %s data ends early: the file was cut short (copied before %s finished writing it?): %w", path, kind, kind, err)
+		}
+		if kind != "" {
+			return 0, fmt.Errorf("read %s (%s): %w", path, kind, err)
 		}
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -131,16 +132,18 @@ func (c *contentHash) write(b []byte) {
 type lines struct {
 	f     *os.File
 	count *countingReader
-	gz    *gzip.Reader
+	done  func() // releases a decompressor
 	r     *bufio.Reader
 	line  int64  // number of the line last returned, 1-based
 	buf   []byte // a line longer than the reader's buffer
 	// cut is the number of the last line if it has no line end (the
 	// file was read, or copied, while its writer was writing it); 0:
 	// none. Atomic: a decoder reads ahead of the writer that asks.
-	cut    atomic.Int64
-	Gzip   bool
-	stored int64
+	cut atomic.Int64
+	// Compressed names the compression the file was read through
+	// ("gzip", "zstd"), or "".
+	Compressed string
+	stored     int64
 }
 
 // countingReader counts bytes read; the count is atomic because progress
@@ -163,22 +166,51 @@ func openLines(path string) (*lines, error) {
 	}
 	l := &lines{f: f, count: &countingReader{r: f}}
 	br := bufio.NewReaderSize(l.count, 1<<20)
-	magic, _ := br.Peek(2)
-	if bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: gzip: %w", path, err)
-		}
-		l.gz, l.Gzip = gz, true
-		br = bufio.NewReaderSize(gz, 1<<20)
+	body, kind, done, err := decompressed(br, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l.done = done
+	if kind != "" {
+		l.Compressed = kind
+		br = bufio.NewReaderSize(body, 1<<20)
 	}
 	l.r = br
 	return l, nil
 }
 
+// decompressed is the file's content: through gzip or zstd when it starts
+// with their magic bytes (kind names which), else br itself. done
+// releases the decoder.
+func decompressed(br *bufio.Reader, path string) (r io.Reader, kind string, done func(), err error) {
+	magic, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%s: gzip: %w", path, err)
+		}
+		return gz, "gzip", func() { gz.Close() }, nil
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		// The collector's file exporter compresses with zstd. Bounded:
+		// a hostile frame cannot ask for more than 128 MiB of window.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(128<<20), zstd.WithDecoderMaxMemory(1<<30))
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%s: zstd: %w", path, err)
+		}
+		return zr, "zstd", zr.Close, nil
+	}
+	return br, "", func() {}, nil
+}
+
 // Close closes the file.
-func (l *lines) Close() error { return l.f.Close() }
+func (l *lines) Close() error {
+	if l.done != nil {
+		l.done()
+	}
+	return l.f.Close()
+}
 
 // Read is the stored (possibly compressed) bytes consumed so far.
 func (l *lines) Read() int64 { return l.count.n.Load() }

@@ -57,6 +57,7 @@ type mcpLog struct {
 	calls    int64
 	answered int64
 	other    int64 // lines that are not MCP messages (server stderr, log noise)
+	read     int64 // lines that are (a message, or Claude's own account)
 	untimed  bool
 	redacted int64
 	// contracts are what tools/list annotations say of each tool.
@@ -113,6 +114,11 @@ func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
+	if d.read == 0 && d.other > 0 {
+		// Not a quiet MCP log: no line of it is one (a service's own log,
+		// given --format mcp-log).
+		return fmt.Errorf("%s: none of its %d lines is an MCP message (the Go SDK's LoggingTransport read:/write: lines, or a Claude Desktop mcp*.log)", k.file, d.other)
+	}
 	// Requests still open at the end: the log shows no answer, which is
 	// not the same as showing none came (it may simply end here).
 	for _, key := range d.order {
@@ -131,6 +137,7 @@ func (d *mcpLog) decode(ctx context.Context, in *lines, k *sink) error {
 
 func (d *mcpLog) line(k *sink, n int64, s string) error {
 	if m := claudeLine.FindStringSubmatch(s); m != nil {
+		d.read++
 		return d.claude(k, n, m)
 	}
 	if strings.HasPrefix(s, "LoggingTransport: ") {
@@ -144,6 +151,7 @@ func (d *mcpLog) line(k *sink, n int64, s string) error {
 		k.noise(n)
 		return nil
 	}
+	d.read++
 	var at time.Time
 	if m[1] != "" {
 		var err error

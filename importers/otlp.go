@@ -268,6 +268,11 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
+	if d.spans == 0 && k.rep.Noise > 0 && k.rep.Skipped == 0 && k.held == 0 {
+		// Every line passed over: not an empty trace file, another
+		// format (the file exporter's format: proto, or a log).
+		return fmt.Errorf("%s: none of its %d lines is OTLP/JSON (the collector's file exporter writes one TracesData object per line with format: json; format: proto is not read)", k.file, k.rep.Noise)
+	}
 	return d.flush(k, 1<<62)
 }
 
@@ -547,7 +552,14 @@ func isToolServer(s *span) bool {
 }
 
 func isToolClient(s *span) bool {
-	return s.kind == kindClient && s.attr("mcp.method.name") == "tools/call"
+	if s.attr("mcp.method.name") != "tools/call" {
+		return false
+	}
+	// Or the agent's GenAI tool span (kind INTERNAL) the MCP
+	// instrumentation added its attributes to, as the conventions ask
+	// when an outer instrumentation already traces the tool's execution
+	// (semantic-conventions gen-ai/mcp.md, client spans).
+	return s.kind == kindClient || s.kind != kindServer && s.attr("gen_ai.operation.name") == "execute_tool"
 }
 
 // isAgentTool is the agent's GenAI execute_tool span (kind INTERNAL): the

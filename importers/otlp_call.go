@@ -47,9 +47,13 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 	base := sp.base()
 	tool := sp.attr("gen_ai.tool.name", "mcp.tool.name")
 	if tool == "" {
+		// The span's name says it: "tools/call {tool}" (the conventions),
+		// "execute_tool {tool}", "MCP send tools/call {tool}" (the Python
+		// SDK's client span, which sets no tool attribute).
 		for _, p := range []string{"tools/call ", "execute_tool "} {
-			if rest, ok := strings.CutPrefix(base.name, p); ok {
-				tool = rest
+			if _, rest, ok := strings.Cut(base.name, p); ok && !strings.ContainsAny(strings.TrimSpace(rest), " \t") {
+				tool = strings.TrimSpace(rest)
+				break
 			}
 		}
 	}

@@ -103,6 +103,9 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
+	if k.seen == 0 && k.rep.Noise > 0 && k.rep.Skipped == 0 {
+		return fmt.Errorf("%s: none of its %d lines is a Sallyport activity row (JSON Lines of its activity export)", k.file, k.rep.Noise)
+	}
 	// Intents that never got a result: the action may have run. Unknown is
 	// the importer's inference from a missing row, not something the
 	// journal shows: implied.
