@@ -31,6 +31,20 @@ func (w *Tx) FindRun(actor string, by RunIdentification, evidence string) (*Run,
 	return &r, err
 }
 
+// ImportedRun returns the newest run an import recorded under this
+// identity (actor, how it was identified, the evidence), or "": one agent
+// process whose traces an exporter wrote to several files is one run,
+// whichever file came first.
+func (w *Tx) ImportedRun(actor string, by RunIdentification, evidence string) (RunID, error) {
+	var id string
+	err := w.queryRow(`SELECT id FROM runs WHERE actor = ? AND identified_by = ? AND evidence = ? AND source_id IS NOT NULL
+		ORDER BY seq DESC LIMIT 1`, actor, string(by), evidence).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return RunID(id), err
+}
+
 // Approval reads one approval inside the transaction.
 func (w *Tx) Approval(id string) (Approval, error) {
 	return scanApproval(w.queryRow(approvalSelect+` WHERE id = ?`, id))

@@ -148,6 +148,9 @@ func (m *memRecorder) AnyImportedRequestID() (bool, error)                    { 
 func (m *memRecorder) ImportedRequests(string, activity.SourceID) ([]activity.ImportedRequest, error) {
 	return nil, nil
 }
+func (m *memRecorder) ImportedRun(string, activity.RunIdentification, string) (activity.RunID, error) {
+	return "", nil
+}
 
 // TestMemRecorderDecodesLikeTheStore: the fuzzers' recorder reads the
 // fixtures to the same counts as the real store, so what is fuzzed is

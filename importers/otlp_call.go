@@ -337,16 +337,29 @@ func (x *otlpExec) withoutDispatch(base *span) error {
 	}
 	t := activity.Transition{To: activity.StateSucceeded, At: activity.Some(base.end),
 		Reason: "the tool span ended without error; the target's own answer is not in the trace"}
-	if et := base.attr("error.type"); et != "" || base.statusErr {
-		t.To, t.Reason = activity.StateUnknown, "the tool span ended in error "+firstOf(et, base.statusMsg)+"; the trace does not show whether the target acted"
+	if et := base.attr("error.type"); et != "" || base.statusErr || base.exception != "" {
+		t.To, t.Reason = activity.StateUnknown, "the tool span ended in error "+firstOf(et, base.statusMsg, base.exception)+"; the trace does not show whether the target acted"
 	}
 	return x.step(base.line, t)
+}
+
+// answeredError reports whether a client span's error is an answer that
+// arrived: the tool's own error (error.type tool_error) or a JSON-RPC
+// error code, as the MCP conventions set error.type; not a timeout or a
+// dropped connection, after which the result never came.
+func answeredError(c *span) bool {
+	et := c.attr("error.type")
+	if et == "tool_error" {
+		return true
+	}
+	n, err := strconv.Atoi(et)
+	return err == nil && n < 0
 }
 
 // deliver records what the agent's client span shows: the result arrived,
 // or the call failed on the agent's side after the action finished.
 func (x *otlpExec) deliver(c *span) error {
-	failedClient := c.attr("error.type") != "" || c.statusErr
+	failedClient := (c.attr("error.type") != "" || c.statusErr) && !answeredError(c)
 	switch x.cur.State {
 	case activity.StateSucceeded, activity.StateFailed:
 	case activity.StateDeliveryFailed, activity.StateNotDelivered:
@@ -360,7 +373,7 @@ func (x *otlpExec) deliver(c *span) error {
 		return nil // an unknown outcome is not delivered either way
 	}
 	t := activity.Transition{To: activity.StateDelivered, At: activity.Some(c.end), Source: spanAt(x.k, c)}
-	if et := c.attr("error.type"); et != "" || c.statusErr {
+	if et := c.attr("error.type"); failedClient {
 		t.To, t.Reason = activity.StateDeliveryFailed, "the agent's call failed: "+firstOf(et, c.statusMsg, "error")
 		if done := x.cur.Times.Observed; done.OK && c.end.Before(done.V) {
 			// The agent gave up before the target answered: the result was
@@ -435,7 +448,13 @@ func (d *otlp) run(k *sink, sp toolCallSpans, actor string) (activity.RunID, err
 	if a := agentSpan(sp); a != nil && (a.res["service.instance.id"] != "" || a.res["process.pid"] != "") {
 		r := a.res
 		key, by = "proc:"+r["service.name"]+"/"+r["host.name"]+"/"+r["service.instance.id"]+"/"+r["process.pid"], activity.RunByPeer
-		evidence = strings.Join(strings.Fields(fmt.Sprintf("service %s instance %s pid %s host %s", r["service.name"], r["service.instance.id"], r["process.pid"], r["host.name"])), " ")
+		var parts []string
+		for _, p := range [][2]string{{"service", r["service.name"]}, {"instance", r["service.instance.id"]}, {"pid", r["process.pid"]}, {"host", r["host.name"]}} {
+			if p[1] != "" {
+				parts = append(parts, p[0]+" "+p[1])
+			}
+		}
+		evidence = strings.Join(parts, " ")
 	} else if sid := sp.attr("mcp.session.id"); sid != "" {
 		key, by, evidence = "session:"+sid, activity.RunBySession, "mcp.session.id "+sid+" (a transport session: a reconnect would start another)"
 	}
@@ -444,6 +463,12 @@ func (d *otlp) run(k *sink, sp toolCallSpans, actor string) (activity.RunID, err
 	}
 	if id, ok := d.runs[key]; ok {
 		return id, nil
+	}
+	// The same process in a file imported before (the file exporter
+	// rotates files, and writes each service's spans to its own).
+	if id, err := k.w.ImportedRun(actor, by, evidence); err != nil || id != "" {
+		d.runs[key] = id
+		return id, err
 	}
 	r, err := k.run(activity.Run{Actor: actor, IdentifiedBy: by, Evidence: evidence, StartedAt: base.start, Source: spanAt(k, base)})
 	if err != nil {

@@ -35,6 +35,7 @@ type recorder interface {
 	ImportedHead(origin string) (activity.SourceID, string, error)
 	AnyImportedRequestID() (bool, error)
 	ImportedRequests(id string, except activity.SourceID) ([]activity.ImportedRequest, error)
+	ImportedRun(actor string, by activity.RunIdentification, evidence string) (activity.RunID, error)
 }
 
 type sink struct {
