@@ -93,7 +93,18 @@ func detectBare(head []byte) (string, error) {
 			return name, nil
 		}
 	}
+	if first[0] == '[' && json.Valid(first) {
+		return "", &UnknownFormatError{Why: batchWhy(first)}
+	}
 	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
+}
+
+// batchWhy says what a line that is a JSON array is: a batch of records
+// (Kong's http-log posts its queue so), which the formats read one a line.
+func batchWhy(line []byte) string {
+	var a []json.RawMessage
+	json.Unmarshal(line, &a)
+	return fmt.Sprintf("the line is a JSON array of %d entries, not one record: a batch, as Kong's http-log posts its queue (queue.max_batch_size > 1); write one record a line first (jq -c '.[]' FILE)", len(a))
 }
 
 // partialObject reads the members of a JSON object cut short, up to the

@@ -665,6 +665,9 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 			if err := dec.Decode(&doc); err != nil {
 				return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
 			}
+			if _, batch := doc.([]any); batch {
+				return k.bad(n, "", errors.New(batchWhy(line)))
+			}
 		}
 		if d.m.Match != "" {
 			if v, ok := pointer(doc, d.m.Match); !ok || v == nil || v == "" {

@@ -452,6 +452,13 @@ func TestProxyLineBounds(t *testing.T) {
 			t.Errorf("%s: %d records written from a refused file", c.name, n)
 		}
 	}
+	// A batch (Kong's http-log posts its queue as one array) is named as
+	// one, with the way out.
+	batch := `[{"started_at":1764320400000,"request":{"method":"POST"}},{"started_at":1764320401000,"request":{"method":"POST"}}]` + "\n"
+	_, err := Import(ctx, newStore(t), writeFile(t, "kong.log", []byte(batch)), Options{Format: "kong"})
+	if err == nil || !strings.Contains(err.Error(), ":1: the line is a JSON array of 2 entries") || !strings.Contains(err.Error(), "jq -c") {
+		t.Errorf("a batch line: %v", err)
+	}
 	m, err := ParseMapping([]byte(`name = "lists"
 time = { from = ["/t"] }
 method = { const = "POST" }
