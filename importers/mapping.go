@@ -126,6 +126,24 @@ type Field struct {
 	// AbsentIsEmpty: the producer always writes this field when it has a
 	// value (Kong logs every try), so a record without it has none.
 	AbsentIsEmpty bool `toml:"absent_is_empty"`
+	// GroupNames: an upstream written without a port (nor unix:) is the
+	// name of a server group no server of which could be picked, as nginx
+	// writes $upstream_addr then: nothing was sent to it.
+	GroupNames bool `toml:"group_names"`
+}
+
+// onlyGroupNames reports whether every upstream in ups is a group's name
+// (GroupNames): no server was picked, so nothing was sent.
+func (f Field) onlyGroupNames(ups []string) bool {
+	if !f.GroupNames || len(ups) == 0 {
+		return false
+	}
+	for _, u := range ups {
+		if _, _, err := net.SplitHostPort(u); err == nil || strings.HasPrefix(u, "unix:") || u == "-" {
+			return false
+		}
+	}
+	return true
 }
 
 //go:embed presets/*.toml
@@ -889,7 +907,7 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 	// beside one that says a send got no answer (Envoy's UC,UO) or that
 	// retries ran out (URX), leaves the sends unknown, not unsent.
 	notSent := m.NotSent.holds(doc, r.flags, r.status) && !m.NoAnswer.flagged(r.flags) ||
-		sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0
+		sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0 || m.Upstream.onlyGroupNames(ups)
 	if denied || notSent {
 		// The attempts before a last one that was not sent were, and
 		// their answers are not in the line.
