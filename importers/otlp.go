@@ -621,6 +621,21 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 		}
 		return false
 	}
+	// transport: an HTTP span whose nearest MCP span above it is a tool
+	// client span carries that client's MCP request (a relay's POST to
+	// /mcp, whose 200 only opens the stream): not an action at a target.
+	transport := func(s *span) bool {
+		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
+			switch {
+			case isToolClient(p):
+				return true
+			case isToolServer(p):
+				return false
+			}
+		}
+		return false
+	}
+	tool := func(s *span) string { return s.attr("gen_ai.tool.name", "mcp.tool.name") }
 	sort.SliceStable(t.spans, func(i, j int) bool { return t.spans[i].start.Before(t.spans[j].start) })
 	used := map[*span]bool{}
 	relayed(t.spans, under, used)
@@ -638,6 +653,10 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 				used[s] = true
 			case isAgentTool(s) && under(srv, s):
 				agent = s
+				used[s] = true
+			case isToolClient(s) && under(s, srv) && tool(s) == tool(srv):
+				used[s] = true // the relay's call onward, whose far side is not in the trace
+			case isHTTPClient(s) && transport(s):
 				used[s] = true
 			case (isHTTPClient(s) || isProcess(s)) && under(s, srv):
 				work = append(work, s)
