@@ -53,11 +53,7 @@ func scanExecution(row rowScanner, id ExecutionID) (Execution, error) {
 			return e, fmt.Errorf("read execution %s: %w", e.ID, err)
 		}
 	}
-	for _, f := range strings.Split(notRecorded, ",") {
-		if f != "" {
-			e.NotRecorded = append(e.NotRecorded, Fact(f))
-		}
-	}
+	e.NotRecorded = appendFacts(e.NotRecorded, notRecorded)
 	e.Source = Provenance{SourceID(srcID.String), srcLine.Int64, srcRecord.String}
 	e.Outcome = Outcome(outcome.String)
 	e.Created, e.Replayed, e.Replica = created.String, replayed.String, replica.String
@@ -963,6 +959,14 @@ type TransitionRow struct {
 	Actor     string
 	RunID     RunID
 	EffectKey string
+	// What the execution's row says, for the history checker's effect
+	// rule (the analysis's): the record that accepted it, the key it was
+	// sent with, what its source does not record, and what its answer
+	// showed it created or replayed.
+	ExecSeq                   int64
+	IdempotencyKey            Opt[string]
+	NotRecorded               []Fact
+	ExecCreated, ExecReplayed string
 }
 
 // ScanTransitions streams every transition in log order, optionally only
@@ -992,7 +996,7 @@ func (s *Store) ScanTransitionsByEffect(ctx context.Context, fn func(*Transition
 }
 
 const transitionRowSelect = `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
-		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key
+		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key, e.seq, e.idempotency_key, e.not_recorded, e.created, e.replayed
 		FROM transitions t JOIN executions e ON e.id = t.execution_id`
 
 // scanTransitionRows reads rows of transitionRowSelect into one reused row.
@@ -1001,14 +1005,18 @@ func scanTransitionRows(rows *sql.Rows, fn func(*TransitionRow) error) error {
 	var r TransitionRow
 	for rows.Next() {
 		var (
-			from, at, ref, why, call, run sql.NullString
-			status, exit                  sql.NullInt64
-			implied                       int
+			from, at, ref, why, call, run, key, created, replayed sql.NullString
+			status, exit                                          sql.NullInt64
+			implied                                               int
+			notRecorded                                           string
 		)
 		if err := rows.Scan(&r.Seq, &r.ExecutionID, &from, &r.To, &at, &status, &exit, &ref, &why, &call,
-			&implied, &r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey); err != nil {
+			&implied, &r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey, &r.ExecSeq, &key, &notRecorded, &created, &replayed); err != nil {
 			return fmt.Errorf("scan transitions: %w", err)
 		}
+		r.IdempotencyKey = Opt[string]{key.String, key.Valid}
+		r.ExecCreated, r.ExecReplayed = created.String, replayed.String
+		r.NotRecorded = appendFacts(r.NotRecorded[:0], notRecorded)
 		r.From, r.ResultRef, r.Reason, r.CallID, r.RunID = State(from.String), ref.String, why.String, CallID(call.String), RunID(run.String)
 		r.Implied = implied != 0
 		r.TargetStatus = Opt[int]{int(status.Int64), status.Valid}
@@ -1022,6 +1030,16 @@ func scanTransitionRows(rows *sql.Rows, fn func(*TransitionRow) error) error {
 		}
 	}
 	return rows.Err()
+}
+
+// appendFacts appends the facts of a not_recorded column (comma-separated).
+func appendFacts(dst []Fact, col string) []Fact {
+	for _, f := range strings.Split(col, ",") {
+		if f != "" {
+			dst = append(dst, Fact(f))
+		}
+	}
+	return dst
 }
 
 // Runs lists agent runs, newest first, at most limit (0: all).

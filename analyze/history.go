@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
@@ -26,6 +27,10 @@ type Op struct {
 	Recovered bool `json:"recovered,omitempty"`
 	// ReadOnly marks a read: it has no effect to duplicate.
 	ReadOnly bool `json:"read_only,omitempty"`
+	// execSeq and facts are what the checker's effect rule reads of the
+	// execution: the analysis's, so that both say duplicated alike.
+	execSeq int64
+	facts   effectIn
 }
 
 // History streams the store's lifecycle as operations, in log order.
@@ -60,7 +65,9 @@ func (p pendingInfos) note(op Op) {
 // says the execution's last completion was info, which this one settles.
 func opOf(t *activity.TransitionRow, wasInfo bool) (Op, bool) {
 	op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
-		ReadOnly: t.Contract == activity.ContractReadOnly}
+		ReadOnly: t.Contract == activity.ContractReadOnly, execSeq: t.ExecSeq,
+		facts: effectIn{id: t.ExecutionID, dispatched: true, recordsOutcome: true, key: t.IdempotencyKey, created: t.ExecCreated, replayed: t.ExecReplayed,
+			recordsKey: !slices.Contains(t.NotRecorded, activity.FactIdempotencyKey), recordsArgs: !slices.Contains(t.NotRecorded, activity.FactArguments)}}
 	if op.Process == "" {
 		op.Process = t.Actor
 	}
@@ -96,9 +103,16 @@ type CheckResult struct {
 	OK          int `json:"ok"`
 	Fail        int `json:"fail"`
 	Info        int `json:"info"`
-	// Duplicated: requested effects (values) the target performed more
-	// than once, by distinct executions.
+	// Duplicated: requested effects (values) the records show the target
+	// performed more than once, by distinct executions, by the analysis's
+	// rule: two successes that the records do not show to be one (the
+	// same key, the same created id, a replay mark, or arguments or keys
+	// not recorded, as a proxy log without bodies) are not two effects.
 	Duplicated int `json:"duplicated"`
+	// PossiblyDuplicated: effects that two or more executions may have
+	// performed (an unknown outcome, then another send; two successes the
+	// records cannot tell apart) where fewer than two are shown to have.
+	PossiblyDuplicated int `json:"possibly_duplicated"`
 	// Lost: invocations that never completed, not even as info.
 	Lost int `json:"lost"`
 	// Recovered: indeterminate operations later settled as ok or fail.
@@ -122,16 +136,23 @@ type DuplicatedEffect struct {
 
 // Checker folds a history into a CheckResult; feed it ops in order.
 type Checker struct {
-	okBy    map[string]map[activity.ExecutionID]bool
-	toolOf  map[string]string             // effect key → tool, for the ones that succeeded
-	pending map[activity.ExecutionID]bool // invoked, not completed
+	execsBy map[string]map[activity.ExecutionID]*histExec // effect key → its invoked executions, as they stand
+	toolOf  map[string]string                             // effect key → tool
+	pending map[activity.ExecutionID]bool                 // invoked, not completed
 	unknown map[activity.ExecutionID]bool
 	res     CheckResult
 }
 
+// histExec is an invoked execution as its latest operation left it.
+type histExec struct {
+	seq   int64
+	facts effectIn
+	last  string // invoke | ok | fail | info
+}
+
 // NewChecker returns an empty checker.
 func NewChecker() *Checker {
-	return &Checker{okBy: map[string]map[activity.ExecutionID]bool{}, toolOf: map[string]string{}, pending: map[activity.ExecutionID]bool{},
+	return &Checker{execsBy: map[string]map[activity.ExecutionID]*histExec{}, toolOf: map[string]string{}, pending: map[activity.ExecutionID]bool{},
 		unknown: map[activity.ExecutionID]bool{}}
 }
 
@@ -149,17 +170,12 @@ func (c *Checker) Add(op Op) {
 		}
 		delete(c.unknown, op.Execution)
 	}
+	if !op.ReadOnly {
+		c.note(op)
+	}
 	switch op.Type {
 	case "ok":
 		c.res.OK++
-		if op.ReadOnly {
-			break
-		}
-		if c.okBy[op.Value] == nil {
-			c.okBy[op.Value] = map[activity.ExecutionID]bool{}
-			c.toolOf[op.Value] = op.F
-		}
-		c.okBy[op.Value][op.Execution] = true
 	case "fail":
 		c.res.Fail++
 	case "info":
@@ -177,21 +193,63 @@ func (c *Checker) Result() CheckResult {
 	return r
 }
 
+// note keeps what op says of its execution: its latest operation.
+func (c *Checker) note(op Op) {
+	execs := c.execsBy[op.Value]
+	if execs == nil {
+		execs = map[activity.ExecutionID]*histExec{}
+		c.execsBy[op.Value], c.toolOf[op.Value] = execs, op.F
+	}
+	x := execs[op.Execution]
+	if x == nil {
+		x = &histExec{seq: op.execSeq, facts: op.facts}
+		execs[op.Execution] = x
+	}
+	x.last = op.Type
+}
+
 // settle adds to r what the checker's maps hold: the lost and still
-// unknown executions, and the effects performed more than once.
+// unknown executions, and the effects performed more than once, read
+// execution by execution in the order they were accepted through the
+// analysis's effect walk.
 func (c *Checker) settle(r *CheckResult) {
 	r.Lost += len(c.pending)
 	r.StillUnknown += len(c.unknown)
-	for v, execs := range c.okBy {
-		if len(execs) > 1 {
+	for v, execs := range c.execsBy {
+		if len(execs) < 2 {
+			continue
+		}
+		order := make([]*histExec, 0, len(execs))
+		for _, x := range execs {
+			order = append(order, x)
+		}
+		slices.SortFunc(order, func(a, b *histExec) int { return cmp.Compare(a.seq, b.seq) })
+		var ew effectWalk
+		var shown []activity.ExecutionID
+		maybe := 0
+		for _, x := range order {
+			in := x.facts
+			switch x.last {
+			case "ok":
+				in.outcome = activity.OutcomeSuccess
+			case "fail":
+				in.outcome = activity.OutcomeFailure
+			}
+			switch ew.addIn(in).acted {
+			case Yes:
+				shown = append(shown, in.id)
+			case Unknown:
+				maybe++
+			}
+		}
+		switch {
+		case len(shown) > 1:
 			r.Duplicated++
 			r.DuplicatedEffects = append(r.DuplicatedEffects, v)
-			d := DuplicatedEffect{EffectKey: v, Tool: c.toolOf[v]}
-			for id := range execs {
-				d.Executions = append(d.Executions, id)
-			}
-			slices.Sort(d.Executions)
-			r.Duplicates = append(r.Duplicates, d)
+			slices.Sort(shown)
+			r.Duplicates = append(r.Duplicates, DuplicatedEffect{EffectKey: v, Tool: c.toolOf[v], Executions: shown})
+		case len(shown)+maybe > 1:
+			r.PossiblyDuplicated++
 		}
 	}
 }
@@ -201,7 +259,7 @@ func (c *Checker) settle(r *CheckResult) {
 // executions, so the checker holds one group at a time.
 func (c *Checker) endGroup() {
 	c.settle(&c.res)
-	clear(c.okBy)
+	clear(c.execsBy)
 	clear(c.toolOf)
 	clear(c.pending)
 	clear(c.unknown)

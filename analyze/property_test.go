@@ -3,6 +3,7 @@ package analyze_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -281,4 +282,47 @@ func listedFrom[T any](part, whole []T, id func(T) string) bool {
 		j++
 	}
 	return true
+}
+
+// TestPropertyCheckCountsWhatTheAnalysisShows: history --check and the
+// analysis read effects by one rule. Over random groups (one effect each,
+// every fact possibly missing), an effect is duplicated for the checker
+// exactly when its suspect shows two effects or more, and possibly
+// duplicated exactly when it shows fewer but two or more may have acted.
+func TestPropertyCheckCountsWhatTheAnalysisShows(t *testing.T) {
+	dup, maybe := 0, 0
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		s, _ := activitytest.Open(t, activity.Options{})
+		generate(t, s, rng, 80, 6, 0)
+		sus, err := analyze.All(ctx, s, analyze.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := analyze.Check(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDup, wantMaybe := map[string]bool{}, 0
+		for _, x := range sus {
+			switch {
+			case x.Effects >= 2:
+				wantDup[x.EffectKey] = true
+			case x.Effects+x.MaybeMore >= 2:
+				wantMaybe++
+			}
+		}
+		gotDup := map[string]bool{}
+		for _, k := range res.DuplicatedEffects {
+			gotDup[k] = true
+		}
+		if !maps.Equal(gotDup, wantDup) || res.PossiblyDuplicated != wantMaybe {
+			t.Fatalf("seed %d: check says %d duplicated, %d possibly; the analysis shows %d and %d", seed, len(gotDup), res.PossiblyDuplicated, len(wantDup), wantMaybe)
+		}
+		dup, maybe = dup+len(gotDup), maybe+res.PossiblyDuplicated
+	}
+	if dup == 0 || maybe == 0 {
+		t.Errorf("generator too tame: %d duplicated, %d possibly", dup, maybe)
+	}
+	t.Logf("%d duplicated and %d possibly duplicated effects, each as the analysis shows it", dup, maybe)
 }

@@ -84,7 +84,8 @@ func writeCheckTable(w io.Writer, res analyze.CheckResult) {
 		{"recovered", res.Recovered, "infos settled later (lookup, resend, operator)"},
 		{"still unknown", res.StillUnknown, "last completion is info"},
 		{"lost", res.Lost, "never completed"},
-		{"duplicated", res.Duplicated, "effects performed by two executions or more"},
+		{"duplicated", res.Duplicated, "effects the records show performed by two executions or more"},
+		{"possibly duplicated", res.PossiblyDuplicated, "effects two executions or more may have performed (mcpdup analyze walks each)"},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.n, r.what)
 	}
