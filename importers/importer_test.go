@@ -479,7 +479,8 @@ func TestCompressedAndForeignFiles(t *testing.T) {
 	for _, c := range []struct {
 		name, format string
 		b            []byte
-	}{{"proto.bin", "otlp", proto}, {"service.log", "otlp", service}, {"service.log", "mcp-log", service}, {"service.log", "sallyport", service}} {
+	}{{"proto.bin", "otlp", proto}, {"service.log", "otlp", service},
+		{"traefik.json", "otlp", []byte(`{"ClientHost":"10.0.4.12","DownstreamStatus":201,"RequestMethod":"POST","RequestPath":"/v1/r","StartUTC":"2026-11-28T17:00:00Z"}` + "\n{}\n")}, {"service.log", "mcp-log", service}, {"service.log", "sallyport", service}} {
 		_, err := Import(ctx, s, writeFile(t, c.name, c.b), Options{Format: c.format})
 		if err == nil || !strings.Contains(err.Error(), "none of its") {
 			t.Errorf("%s as %s: %v, want a refusal", c.name, c.format, err)

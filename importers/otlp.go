@@ -241,8 +241,8 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	// writer on another goroutine, a few lines at a time (a line is a
 	// batch of spans).
 	err := decodeAhead(ctx, in, k, 2, func(line []byte) (*otlpDoc, error) {
-		if notJSON(line) {
-			return nil, nil // noise between the exporter's lines
+		if notJSON(line) || !bytes.Contains(line, []byte(`esourceSpans"`)) {
+			return nil, nil // noise between the exporter's lines, or another log's JSON (given --format otlp)
 		}
 		doc, err := decodeOTLPLine(line)
 		if err != nil {

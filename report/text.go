@@ -145,7 +145,7 @@ func TimelineTable(out io.Writer, tl *Timeline, whatIf []analyze.WhatIfCall, in 
 			at = "not recorded"
 		}
 		var states string
-		for _, s := range tl.States(f, Full) {
+		for _, s := range tl.States(f, Short) {
 			states += s + " "
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s→%s\t%s\t%s\n", f.Seq, at, tl.LaneName(f.From), tl.LaneName(f.To), f.Label, states)

@@ -12,7 +12,7 @@ import (
 
 // AnalyzeCmd finds suspected duplicates and walks the five questions.
 type AnalyzeCmd struct {
-	Output    string        `short:"o" enum:"table,json,markdown" default:"table" help:"Output format: table, json or markdown."`
+	Output    string        `short:"o" enum:"table,json,markdown,md" default:"table" help:"Output format: table, json or markdown (md)."`
 	Questions bool          `short:"q" help:"With -o table, print each suspect's five answers."`
 	Window    time.Duration `help:"Group calls within this window instead of each tool's recorded attach window (default for logs that record none: 1h)."`
 	FailOn    string        `enum:"none,duplicate,risk,unknown" default:"none" help:"Exit 1 if a suspect is at least this bad: duplicate; risk (also duplicate_risk); unknown (also insufficient_evidence)."`
@@ -76,6 +76,9 @@ func (c *AnalyzeCmd) Validate() error {
 }
 
 func (c *AnalyzeCmd) Run(g *Globals) error {
+	if c.Output == "md" { // report's name for it
+		c.Output = "markdown"
+	}
 	ctx := context.Background()
 	s, err := g.openStore(ctx, readStore)
 	if err != nil {

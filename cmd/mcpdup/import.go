@@ -16,7 +16,7 @@ import (
 // ImportCmd reads activity logs into the database.
 type ImportCmd struct {
 	Files             []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
-	Format            string   `default:"auto" help:"Format of every FILE: auto (detect from content), ${formats}."`
+	Format            string   `default:"auto" enum:"${format_enum}" help:"Format of every FILE: auto (detect from content), ${formats}."`
 	Mapping           string   `placeholder:"FILE" type:"existingfile" help:"Read every FILE as JSON Lines through this mapping file (JSON Pointers per field; see README)."`
 	SkipBad           bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`
 	DryRun            bool     `help:"Read and check everything, report what would be imported, write nothing."`
@@ -173,6 +173,10 @@ func (c *ImportCmd) exportKey(g *Globals) func(origin string) (string, bool, err
 }
 
 func formatList() string { return strings.Join(importers.Formats(), ", ") }
+
+// formatEnum is what --format accepts: a name no importer has is a usage
+// error (exit 2), checked before any file is read.
+func formatEnum() string { return "auto," + strings.Join(importers.Formats(), ",") }
 
 // dryRunStores gives a dry run a scratch store to import into (a fresh
 // database with its own keys in a temporary directory, removed when it

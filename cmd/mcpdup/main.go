@@ -256,6 +256,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"default_db":      "$XDG_DATA_HOME/mcpdup/mcpdup.db",
 			"default_key_dir": "$XDG_CONFIG_HOME/mcpdup/keys",
 			"formats":         formatList(),
+			"format_enum":     formatEnum(),
 		},
 	)
 	if err != nil {

@@ -99,7 +99,7 @@ func (c *ReplayCmd) Run(g *Globals) error {
 // ReportCmd writes a post-incident report for one suspect.
 type ReportCmd struct {
 	Suspect string `arg:"" placeholder:"SUSPECT" help:"Suspect id (sus_..., from mcpdup analyze): whole, a unique prefix or suffix, or the short form (sus_…9VF4KC)."`
-	Output  string `short:"o" enum:"md,html" default:"md" help:"Format: md or html (self-contained, inline SVG timeline)."`
+	Output  string `short:"o" enum:"md,markdown,html" default:"md" help:"Format: md (markdown) or html (self-contained, inline SVG timeline)."`
 	outFile
 	WhatIf string        `placeholder:"CONFIG" type:"existingfile" help:"Include what the gateway would have done under this configuration."`
 	Window time.Duration `help:"Grouping window, as for mcpdup analyze."`
