@@ -621,14 +621,42 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 		}
 		return false
 	}
+	// An INTERNAL execute_tool span with the MCP attributes is the
+	// agent's client span unless the MCP SDK traced its own CLIENT span
+	// under it: then it is the agent's tool span, and the CLIENT span the
+	// call (else one call would be two).
+	demoted := map[*span]bool{}
+	for _, m := range t.spans {
+		if m.kind != kindClient && isToolClient(m) {
+			for _, c := range t.spans {
+				if c.kind == kindClient && isToolClient(c) && under(c, m) {
+					demoted[m] = true
+				}
+			}
+		}
+	}
+	toolClient := func(s *span) bool { return isToolClient(s) && !demoted[s] }
+	agentTool := func(s *span) bool { return isAgentTool(s) || demoted[s] }
 	// transport: an HTTP span whose nearest MCP span above it is a tool
-	// client span carries that client's MCP request (a relay's POST to
-	// /mcp, whose 200 only opens the stream): not an action at a target.
+	// client span whose far side (its MCP server's span) is in the trace
+	// carries that client's MCP request (a relay's POST to /mcp, whose
+	// 200 only opens the stream): the far side shows what was done. With
+	// the far side not traced, the POSTs are all the trace shows of the
+	// sends, and stay dispatches (a resend after a timeout may be a
+	// second execution).
+	farSide := func(c *span) bool {
+		for _, s := range t.spans {
+			if isToolServer(s) && under(s, c) {
+				return true
+			}
+		}
+		return false
+	}
 	transport := func(s *span) bool {
 		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
 			switch {
-			case isToolClient(p):
-				return true
+			case toolClient(p):
+				return farSide(p)
 			case isToolServer(p):
 				return false
 			}
@@ -648,13 +676,13 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 		var work []*span
 		for _, s := range t.spans {
 			switch {
-			case isToolClient(s) && under(srv, s):
+			case toolClient(s) && under(srv, s):
 				client = s
 				used[s] = true
-			case isAgentTool(s) && under(srv, s):
+			case agentTool(s) && under(srv, s):
 				agent = s
 				used[s] = true
-			case isToolClient(s) && under(s, srv) && tool(s) == tool(srv):
+			case toolClient(s) && under(s, srv) && tool(s) == tool(srv):
 				used[s] = true // the relay's call onward, whose far side is not in the trace
 			case isHTTPClient(s) && transport(s):
 				used[s] = true
@@ -670,17 +698,17 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	for _, s := range t.spans {
 		switch {
 		case used[s]:
-		case isToolClient(s):
+		case toolClient(s):
 			d.noServer++
 			var agent *span
-			if p := byID[s.parent]; p != nil && isAgentTool(p) {
+			if p := byID[s.parent]; p != nil && agentTool(p) {
 				agent = p
 				used[p] = true
 			}
 			if err := d.toolCall(k, toolCallSpans{client: s, agent: agent}); err != nil {
 				return err
 			}
-		case isAgentTool(s):
+		case agentTool(s):
 			d.agentOnly++ // the model asked for a tool; nothing of its call was traced
 		default:
 			d.other++

@@ -346,14 +346,16 @@ func (x *otlpExec) withoutDispatch(base *span) error {
 // answeredError reports whether a client span's error is an answer that
 // arrived: the tool's own error (error.type tool_error) or a JSON-RPC
 // error code, as the MCP conventions set error.type; not a timeout or a
-// dropped connection, after which the result never came.
+// dropped connection, after which the result never came. The SDKs raise
+// -32001 (request timed out) and -32000 (connection closed) themselves,
+// with no answer: those are not answers.
 func answeredError(c *span) bool {
 	et := c.attr("error.type")
 	if et == "tool_error" {
 		return true
 	}
 	n, err := strconv.Atoi(et)
-	return err == nil && n < 0
+	return err == nil && n < 0 && n != -32000 && n != -32001
 }
 
 // deliver records what the agent's client span shows: the result arrived,
