@@ -1,0 +1,167 @@
+package activity
+
+// Secrets written as text inside a value, where a producer wrote
+// arguments as a string: JSON encoded again, a form, a Python dict's
+// repr, a header line, a command line, a URL with a password (a DSN), a
+// PEM private key. Every scan is linear in the string (RE2, one pass):
+// a value may be megabytes.
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+var (
+	// secretName is a name and what separates it from its value:
+	// `password=`, `'api_key': `, `"token": `, `Authorization: `,
+	// `--token=`; or a command line's flag and its space (`--password x`).
+	secretName = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_\-]*)(["']?\s*[:=]\s*)|--([A-Za-z][A-Za-z0-9_\-]*)( +)`)
+	// authScheme starts a header value whose token follows ("Bearer x").
+	authScheme = regexp.MustCompile(`^(?i:bearer|basic|digest|token|negotiate)\s+`)
+	// urlPassword is a URL's userinfo password: scheme://user:password@.
+	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)([^@/\s]+)@`)
+	// privateKey is a PEM private key, whatever field holds it.
+	privateKey = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`)
+	// wholeLine names the headers whose value runs to the end of the line
+	// ("Cookie: a=1; session=…").
+	wholeLine = map[string]bool{"cookie": true, "setcookie": true, "authorization": true, "proxyauthorization": true}
+	// ambiguous names are secrets as a field's name but too common as
+	// words of text to be taken for one there ("pass: 3, fail: 0").
+	ambiguous = map[string]bool{"pass": true, "auth": true, "otp": true}
+)
+
+// textSecret reports whether a name found in text (or a header list's
+// name) says its value is a secret.
+func textSecret(name string) bool {
+	return SecretField(name) && !ambiguous[nameNorm.Replace(strings.ToLower(name))]
+}
+
+// hinted reports whether s holds any substring a secret's name or a
+// URL's password needs: a value without one is passed over unscanned.
+func hinted(s string) bool {
+	lower := bytes.ToLower([]byte(s))
+	for _, h := range secretHints {
+		if bytes.Contains(lower, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactText returns s with the secrets it holds as text redacted, and
+// whether there were any.
+func redactText(s string) (string, bool) {
+	if !hinted(s) {
+		return s, false
+	}
+	if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' || t[0] == '[') {
+		dec := json.NewDecoder(strings.NewReader(t))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) == nil && !dec.More() {
+			if !redact(v) {
+				return s, false
+			}
+			b, err := json.Marshal(v)
+			return string(b), err == nil
+		}
+	}
+	out, changed := s, false
+	if privateKey.MatchString(out) {
+		out, changed = privateKey.ReplaceAllLiteralString(out, RedactedValue), true
+	}
+	if r, ok := redactPairs(out); ok {
+		out, changed = r, true
+	}
+	if urlPassword.MatchString(out) {
+		out, changed = urlPassword.ReplaceAllString(out, "${1}"+RedactedValue+"@"), true
+	}
+	return out, changed
+}
+
+// redactPairs redacts the value after every secret's name in s, one
+// match at a time.
+func redactPairs(s string) (string, bool) {
+	var b strings.Builder
+	last, pos, changed := 0, 0, false
+	for pos < len(s) {
+		m := secretName.FindStringSubmatchIndex(s[pos:])
+		if m == nil {
+			break
+		}
+		for i := range m {
+			if m[i] >= 0 {
+				m[i] += pos
+			}
+		}
+		name, sep := m[2], m[3]
+		if name < 0 {
+			name, sep = m[6], m[7] // the flag form
+		}
+		pos = m[1]
+		n := s[name:sep]
+		if len(n) < 3 || !textSecret(n) { // no secret's name is shorter ("pwd")
+			continue
+		}
+		from := m[1]
+		to := valueEnd(s, from)
+		if wholeLine[nameNorm.Replace(strings.ToLower(n))] && strings.Contains(s[sep:m[1]], ":") {
+			to = lineEnd(s, from)
+		}
+		if to == from {
+			continue
+		}
+		if q := s[from]; q == '"' || q == '\'' { // the quotes stay
+			from++
+			if to > from && s[to-1] == q {
+				to--
+			}
+		}
+		b.WriteString(s[last:from])
+		b.WriteString(RedactedValue)
+		last, pos, changed = to, max(to, pos), true
+	}
+	if !changed {
+		return s, false
+	}
+	b.WriteString(s[last:])
+	return b.String(), true
+}
+
+// valueEnd is where the value that starts at i ends: its closing quote
+// (past escaped ones), or the first space or delimiter (after an auth
+// scheme's word).
+func valueEnd(s string, i int) int {
+	if i >= len(s) {
+		return i
+	}
+	if q := s[i]; q == '"' || q == '\'' {
+		for j := i + 1; j < len(s); j++ {
+			switch s[j] {
+			case '\\':
+				j++
+			case q:
+				return j + 1
+			}
+		}
+		return len(s)
+	}
+	if m := authScheme.FindStringIndex(s[i:]); m != nil {
+		i += m[1]
+	}
+	j := i
+	for j < len(s) && !strings.ContainsRune(" \t\r\n\"'&,;}]", rune(s[j])) {
+		j++
+	}
+	return j
+}
+
+// lineEnd is where the line that holds i ends.
+func lineEnd(s string, i int) int {
+	if j := strings.IndexAny(s[i:], "\r\n"); j >= 0 {
+		return i + j
+	}
+	return len(s)
+}
