@@ -124,4 +124,3 @@ func redact(v any) bool {
 	}
 	return changed
 }
-
