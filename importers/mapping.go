@@ -947,6 +947,15 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 		if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
 			return err
 		}
+		if len(ups) == attempts && m.Upstream.onlyGroupNames(ups[i:i+1]) {
+			// This try found no server in the group (nginx wrote the
+			// group's name): nothing was sent on it.
+			if err := d.step(k, n, id, activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end),
+				Reason: "no server of " + ups[i] + " could be picked: not sent"}); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := d.step(k, n, id, activity.Transition{To: activity.StateDispatched, At: activity.Some(r.start), Implied: r.mcp || !sentRecorded}); err != nil {
 			return err
 		}
