@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -248,9 +249,19 @@ func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And as the file exporter writes it with compression set: each
+	// message a 4-byte big-endian length, then its own zstd frame.
+	var framed []byte
+	for _, line := range bytes.SplitAfter(src, []byte("\n")) {
+		if line = bytes.TrimSuffix(line, []byte("\n")); len(line) > 0 {
+			msg := zst.EncodeAll(line, nil)
+			framed = append(binary.BigEndian.AppendUint32(framed, uint32(len(msg))), msg...)
+		}
+	}
 	variants := map[string][]byte{
 		"gzipped.jsonl.gz":  gz.Bytes(),
 		"zstd.jsonl.zst":    zst.EncodeAll(src, nil),
+		"framed.zst":        framed,
 		"crlf.jsonl":        bytes.ReplaceAll(src, []byte("\n"), []byte("\r\n")),
 		"final-blank.jsonl": append(append([]byte(nil), src...), "\n\n"...),
 		"no-final-nl.jsonl": bytes.TrimRight(src, "\n"),

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -180,19 +181,66 @@ func openLines(path string) (*lines, error) {
 	return l, nil
 }
 
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// framedZstd reads length-prefixed zstd messages as lines: each message
+// decoded, then a line end.
+type framedZstd struct {
+	r    *bufio.Reader
+	dec  *zstd.Decoder
+	line []byte // what is left of the message being read
+}
+
+func (f *framedZstd) Read(p []byte) (int, error) {
+	for len(f.line) == 0 {
+		var size [4]byte
+		if _, err := io.ReadFull(f.r, size[:]); err != nil {
+			if err == io.EOF {
+				return 0, io.EOF
+			}
+			return 0, io.ErrUnexpectedEOF
+		}
+		n := binary.BigEndian.Uint32(size[:])
+		if n > maxLine {
+			return 0, fmt.Errorf("a message of %d bytes: more than the %d MiB a line may hold", n, maxLine>>20)
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(f.r, frame); err != nil {
+			return 0, io.ErrUnexpectedEOF
+		}
+		msg, err := f.dec.DecodeAll(frame, nil)
+		if err != nil {
+			return 0, fmt.Errorf("a zstd message: %w", err)
+		}
+		f.line = append(msg, '\n')
+	}
+	n := copy(p, f.line)
+	f.line = f.line[n:]
+	return n, nil
+}
+
 // decompressed is the file's content: through gzip or zstd when it starts
 // with their magic bytes (kind names which), else br itself. done
 // releases the decoder.
 func decompressed(br *bufio.Reader, path string) (r io.Reader, kind string, done func(), err error) {
-	magic, _ := br.Peek(4)
+	magic, _ := br.Peek(8)
 	switch {
+	case len(magic) == 8 && bytes.Equal(magic[4:], zstdMagic):
+		// The collector's file exporter with compression set writes each
+		// message on its own: a 4-byte big-endian length, then that many
+		// bytes of zstd (exportMessageAsBuffer), not one stream.
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(128<<20), zstd.WithDecoderMaxMemory(maxLine))
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%s: zstd: %w", path, err)
+		}
+		return &framedZstd{r: br, dec: dec}, "zstd", dec.Close, nil
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
 		gz, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("%s: gzip: %w", path, err)
 		}
 		return gz, "gzip", func() { gz.Close() }, nil
-	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+	case bytes.HasPrefix(magic, zstdMagic):
 		// The collector's file exporter compresses with zstd. Bounded:
 		// a hostile frame cannot ask for more than 128 MiB of window.
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(128<<20), zstd.WithDecoderMaxMemory(1<<30))
