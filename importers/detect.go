@@ -67,6 +67,12 @@ func detectBare(head []byte) (string, error) {
 		if name := detectPreset(obj); name != "" {
 			return name, nil
 		}
+		// A log of several kinds of entries (Tyk's gateway messages
+		// before its access log's, Teleport's logins before its MCP
+		// events): a later object among the first lines may decide.
+		if name := detectLater(head, first); name != "" {
+			return name, nil
+		}
 		return "", &UnknownFormatError{Why: fmt.Sprintf("the first line is JSON with keys %s, which no format here has", keys(obj)), Mapping: true}
 	}
 	if first[0] == '{' {
@@ -97,6 +103,27 @@ func detectBare(head []byte) (string, error) {
 		return "", &UnknownFormatError{Why: batchWhy(first)}
 	}
 	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
+}
+
+// detectLater names the format of the first of the head's first lines,
+// after first, that is a JSON object a format has the keys of, or "".
+func detectLater(head, first []byte) string {
+	for i, l := range bytes.SplitN(head, []byte("\n"), detectLines+1) {
+		if l = bytes.TrimSpace(l); i == detectLines || len(l) == 0 || l[0] != '{' || bytes.Equal(l, first) {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(l, &obj) != nil {
+			continue
+		}
+		if name := detectObject(obj); name != "" {
+			return name
+		}
+		if name := detectPreset(obj); name != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // batchWhy says what a line that is a JSON array is: a batch of records

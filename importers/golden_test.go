@@ -29,6 +29,12 @@ func TestGoldenFormats(t *testing.T) {
 		{"nginx", "testdata/mapping/nginx.jsonl"},
 		{"traefik", "testdata/mapping/traefik.jsonl"},
 		{"kong", "testdata/mapping/kong.jsonl"},
+		// MCP-aware gateways (reconstructed from each product's documented
+		// fields: the preset's comment names where).
+		{"tyk", "testdata/mapping/tyk.jsonl"},
+		{"teleport", "testdata/mapping/teleport.jsonl"},
+		{"cloudflare-mcp", "testdata/mapping/cloudflare-mcp.jsonl"},
+		{"azure-apim-mcp", "testdata/mapping/azure-apim-mcp.jsonl"},
 		// The producers' default text formats (testdata/mapping/text-sources.md).
 		{"envoy", "testdata/mapping/envoy-text.log"},
 		{"nginx", "testdata/mapping/nginx-text.log"},

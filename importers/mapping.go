@@ -79,6 +79,9 @@ type Mapping struct {
 	MCPMethod Field `toml:"mcp_method"`
 	MCPName   Field `toml:"mcp_name"`
 	Body      Field `toml:"body"`
+	// Error is the failure a line states in words (Teleport's error,
+	// Cloudflare's Error), quoted in the reasons its transitions give.
+	Error Field `toml:"error"`
 
 	// Conditions, by flag or by status sent to the client.
 	NotSent    Cond `toml:"not_sent"`    // the request never reached the target
@@ -105,6 +108,9 @@ type Cond struct {
 	Flags  []string          `toml:"flags"`
 	Status []int             `toml:"status"`
 	Where  map[string]string `toml:"where"`
+	// Set: pointers that must have a value (an error message, whatever
+	// it says), beside Where's.
+	Set []string `toml:"set"`
 }
 
 // Field is how one value is read.
@@ -531,6 +537,21 @@ func parseTimeAs(s, layout string) (time.Time, error) {
 		return unix(1e6)
 	case "unix_ns":
 		return unix(1e9)
+	case "unix":
+		// Seconds, ms, µs or ns, told by magnitude (Logpush writes unix
+		// or unixnano, as the job says): a time after 1973 in seconds is
+		// above 1e8, and no unit's value reaches the next's range before
+		// the year 5138.
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q is not a number", s)
+		}
+		for _, div := range []float64{1, 1e3, 1e6, 1e9} {
+			if x/div < 1e11 {
+				return unix(div)
+			}
+		}
+		return unix(1e9)
 	}
 	t, err := time.Parse(layout, s)
 	if err != nil {
@@ -583,7 +604,12 @@ func (c Cond) holds(doc any, flags []string, status int) bool {
 			return false
 		}
 	}
-	if len(c.Where) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
+	for _, p := range c.Set {
+		if v, ok := pointer(doc, p); !ok || v == nil || scalar(v) == "" {
+			return false
+		}
+	}
+	if len(c.Where)+len(c.Set) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
 		return true
 	}
 	for _, f := range c.Flags {
@@ -743,6 +769,7 @@ type request struct {
 	call                 activity.Call
 	mcp                  bool // a tools/call seen by a proxy
 	location, replayed   string
+	errText              string // the error the line logs (Error)
 }
 
 func (d *mapped) record(k *sink, n int64, doc any) error {
@@ -779,6 +806,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		return k.bad(n, "status ("+strings.Join(m.Status.From, ", ")+")", err)
 	}
 	r.flags = splitFlags(m.Flags.values(doc))
+	r.errText = clip([]byte(m.Error.value(doc)), 200)
 	mcpMethod, mcpName := m.MCPMethod.value(doc), m.MCPName.value(doc)
 	r.args = json.RawMessage("{}")
 	if body := m.Body.whole(doc); body != "" {
@@ -922,12 +950,12 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 		if err != nil {
 			return err
 		}
-		t := activity.Transition{To: activity.StateRejected, At: activity.Some(r.end), Reason: "refused by the proxy (" + condText(r.status, r.flags) + ")"}
+		t := activity.Transition{To: activity.StateRejected, At: activity.Some(r.end), Reason: "refused by the proxy (" + r.cond() + ")"}
 		if !denied {
 			if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
 				return err
 			}
-			t = activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end), Reason: "not sent to the target (" + condText(r.status, r.flags) + ")"}
+			t = activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end), Reason: "not sent to the target (" + r.cond() + ")"}
 		}
 		return d.step(k, n, id, t)
 	}
@@ -964,7 +992,7 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			// travels in the stream the proxy's status only opened.
 			if m.NoAnswer.holds(doc, r.flags, r.status) {
 				if err := d.step(k, n, id, activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end),
-					Reason: "the stream to the MCP server failed (" + condText(r.status, r.flags) + "): it may have acted"}); err != nil {
+					Reason: "the stream to the MCP server failed (" + r.cond() + "): it may have acted"}); err != nil {
 					return err
 				}
 			}
@@ -991,7 +1019,7 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			// the proxy gave up on the target, and the target's answer,
 			// if any, is not in the log.
 			t = activity.Transition{To: activity.StateUnknown, At: activity.Some(r.end),
-				Reason: "the client went away (" + condText(r.status, r.flags) + ") before the target's answer: it may have acted"}
+				Reason: "the client went away (" + r.cond() + ") before the target's answer: it may have acted"}
 		} else if last {
 			t = outcomeOf(doc, r.status, r.flags, m, true, r.end)
 		}
@@ -1007,7 +1035,7 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 		if last && (t.To == activity.StateSucceeded || t.To == activity.StateFailed) {
 			next := activity.Transition{To: activity.StateDelivered, At: activity.Some(r.end), Reason: "the proxy sent the answer to the client"}
 			if m.ClientGone.holds(doc, r.flags, r.status) {
-				next.To, next.Reason = activity.StateDeliveryFailed, "the client went away ("+condText(r.status, r.flags)+")"
+				next.To, next.Reason = activity.StateDeliveryFailed, "the client went away ("+r.cond()+")"
 			}
 			if err := d.step(k, n, id, next); err != nil {
 				return err
@@ -1063,6 +1091,19 @@ func outcomeOf(doc any, code int, flags []string, m *Mapping, last bool, end tim
 
 // condText says what a record shows: the status sent to the client and
 // the proxy's flags.
+// cond is what the line says of the request's end, for a transition's
+// reason: its status and flags, and the error it logs.
+func (r *request) cond() string {
+	if r.status == 0 && len(r.flags) == 0 {
+		return firstOf(r.errText, "as its log records it")
+	}
+	if s := condText(r.status, r.flags); r.errText != "" {
+		return s + ": " + r.errText
+	} else {
+		return s
+	}
+}
+
 func condText(status int, flags []string) string {
 	s := "status " + strconv.Itoa(status)
 	if len(flags) > 0 {
