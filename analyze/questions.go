@@ -420,19 +420,28 @@ func (w *walk) q3() Answer {
 			a.Evidence = w.evidence(e, obs, "no answer in the log")
 			a.Explanation += " (" + obs.Reason + ")"
 		}
+		w.resolution(e, &a)
 	case obs != nil:
 		a.Answer, a.Finding = No, "outcome_unknown"
 		a.Evidence = w.evidence(e, obs, "outcome unknown")
 		a.Explanation = fmt.Sprintf("No: after dispatch no response came back%s; the target may or may not have acted.", parenthesised(obs.Reason))
-		if r := transitionTo(e, activity.StateVerified, activity.StateRejectedByOperator); r != nil {
-			a.Evidence = append(a.Evidence, w.evidence(e, r, string(r.To))...)
-			a.Explanation += fmt.Sprintf(" An operator later resolved it: %s.", r.To)
-		}
+		w.resolution(e, &a)
 	default:
 		a.Answer, a.Finding, a.Missing = Unknown, "no_answer_shown", "the log does not record the target's response"
 		a.Explanation = fmt.Sprintf("Unknown: %s is %s; the log shows no answer to its dispatch.", e.ID, e.State)
+		w.resolution(e, &a)
 	}
 	return a
+}
+
+// resolution adds to an answer about an unknown outcome what an operator
+// later found, when one resolved it: the answer stays what the log showed
+// at the time, and says what was verified since.
+func (w *walk) resolution(e *ExecutionSummary, a *Answer) {
+	if r := transitionTo(e, activity.StateVerified, activity.StateRejectedByOperator); r != nil {
+		a.Evidence = append(a.Evidence, w.evidence(e, r, string(r.To))...)
+		a.Explanation += fmt.Sprintf(" An operator later resolved it: %s%s.", r.To, parenthesised(r.Reason))
+	}
 }
 
 // firstObservation is what the records finally say about the first
@@ -519,6 +528,7 @@ func (w *walk) q4() Answer {
 	case answered == nil:
 		a.Answer, a.Finding, a.Missing = Unknown, "no_outcome", "the log shows no outcome for the first call: the target may have finished and its answer been lost"
 		a.Explanation = "Unknown: " + a.Missing + "."
+		w.resolution(e, &a)
 	case !e.exec.Records(activity.FactDelivery):
 		a.Answer, a.Finding, a.Missing = Unknown, "unknown", "the log does not record delivery"
 		a.Explanation = "Unknown: " + a.Missing + "."
