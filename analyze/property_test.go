@@ -335,6 +335,37 @@ func TestResolutionShowsInTheAnswers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	s, _ := activitytest.Open(t, activity.Options{})
 	generate(t, s, rng, 80, 4, 0)
+	// And a proxy's way: the log records neither the dispatch nor the
+	// answer, the first send's outcome is unknown (a 499), then a resend.
+	at := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	if _, err := s.Write(ctx, func(w *activity.Tx) error {
+		src, err := w.AddSource(activity.Source{Format: "proxy-test"})
+		if err != nil {
+			return err
+		}
+		for i := range 2 {
+			id := activity.NewExecutionID(at.Add(time.Duration(i) * time.Second))
+			prov := activity.Provenance{Source: src.ID, Line: int64(i + 1)}
+			if _, err := w.RecordCall(activity.Call{Actor: "client:10.0.0.1", Method: "http", Tool: "http POST /v1/refunds", ReceivedAt: at.Add(time.Duration(i) * time.Second),
+				Disposition: activity.DispositionNewExecution, ExecutionID: id, Source: prov}); err != nil {
+				return err
+			}
+			if _, err := w.Accept(activity.Execution{ID: id, Action: activity.Action{Actor: "client:10.0.0.1", Tool: "http POST /v1/refunds", Channel: activity.ChannelHTTP,
+				Target: "/v1/refunds", Method: "POST"}, Source: prov, NotRecorded: []activity.Fact{activity.FactDispatch, activity.FactArguments}}); err != nil {
+				return err
+			}
+			for _, tr := range []activity.Transition{{To: activity.StateAuthorized, Implied: true}, {To: activity.StateDispatched, Implied: true},
+				{To: activity.StateUnknown, Reason: "the client went away (499)"}} {
+				tr.ExecutionID = id
+				if _, err := w.Transition(tr); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	before, err := analyze.All(ctx, s, analyze.Options{})
 	if err != nil {
 		t.Fatal(err)
