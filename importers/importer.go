@@ -52,6 +52,9 @@ type Options struct {
 
 // FileReport says what importing one file did.
 type FileReport struct {
+	// Refused is why the file was not imported (nothing of it was
+	// written), for a caller's list of every file; "" when it was.
+	Refused string `json:"refused,omitempty"`
 	File            string            `json:"file"`
 	Format          string            `json:"format"`
 	SHA256          string            `json:"sha256"`

@@ -99,6 +99,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 		if err != nil {
 			failed++
 			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
+			reports = append(reports, importers.FileReport{File: f, Refused: err.Error()}) // -o json lists every file
 			continue
 		}
 		reports = append(reports, rep)
@@ -128,6 +129,9 @@ func writeImportTable(g *Globals, reports []importers.FileReport) error {
 	for _, r := range reports {
 		result := "imported"
 		switch {
+		case r.Refused != "":
+			fmt.Fprintf(tw, "%s\t-\trefused\t-\t-\t-\t-\t-\t-\n", r.File)
+			continue
 		case r.AlreadyImported:
 			result = "already imported"
 		case r.Source == "":
