@@ -54,7 +54,7 @@ type Options struct {
 type FileReport struct {
 	// Refused is why the file was not imported (nothing of it was
 	// written), for a caller's list of every file; "" when it was.
-	Refused string `json:"refused,omitempty"`
+	Refused         string            `json:"refused,omitempty"`
 	File            string            `json:"file"`
 	Format          string            `json:"format"`
 	SHA256          string            `json:"sha256"`
