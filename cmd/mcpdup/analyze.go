@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity/audit"
@@ -145,7 +146,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		}
 	default:
 		if err = table.Flush(); err == nil {
-			fmt.Fprintf(g.stdout, "\n%d suspects%s: %s\nintegrity: %s\n", counts.Total(), c.windowText(), counts, in.Text)
+			fmt.Fprintf(g.stdout, "\n%s%s: %s\nintegrity: %s\n", countOf(counts.Total(), "suspect"), c.windowText(), counts, in.Text)
 			err = report.NearMissesTable(g.stdout, near, nearOmitted)
 		}
 	}
@@ -162,4 +163,12 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		}
 	}
 	return nil
+}
+
+// countOf writes n things, in the singular for one ("1 suspect").
+func countOf(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }

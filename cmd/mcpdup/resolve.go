@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -45,6 +47,9 @@ func (c *ResolveCmd) outcome() activity.ResolutionOutcome {
 
 func (c *ResolveCmd) Run(g *Globals) error {
 	ctx := context.Background()
+	if strings.TrimSpace(c.Note) == "" { // as a missing --note: a usage error, before the store is opened
+		return &exitError{2, errors.New("--note is empty: say what you checked, in a sentence")}
+	}
 	s, err := g.openAsOperator(ctx, &c.Operator)
 	if err != nil {
 		return err
