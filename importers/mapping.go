@@ -936,43 +936,34 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 	// retries ran out (URX), leaves the sends unknown, not unsent.
 	notSent := m.NotSent.holds(doc, r.flags, r.status) && !m.NoAnswer.flagged(r.flags) ||
 		sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0 || m.Upstream.onlyGroupNames(ups)
-	if denied || notSent {
-		// The attempts before a last one that was not sent were, and
-		// their answers are not in the line.
-		c := r.call
-		for i := 0; !denied && i < attempts-1; i++ {
-			if err := d.unansweredAttempt(k, n, r, i, attempts); err != nil {
-				return err
-			}
-			c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", attempts, attempts)
-		}
-		id, err := d.start(k, n, r, c)
+	switch {
+	case denied:
+		id, err := d.start(k, n, r, r.call)
 		if err != nil {
 			return err
 		}
-		t := activity.Transition{To: activity.StateRejected, At: activity.Some(r.end), Reason: "refused by the proxy (" + r.cond() + ")"}
-		if !denied {
-			if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
+		return d.step(k, n, id, activity.Transition{To: activity.StateRejected, At: activity.Some(r.end), Reason: "refused by the proxy (" + r.cond() + ")"})
+	case notSent:
+		// The attempts before a last one that was not sent were, and
+		// their answers are not in the line.
+		for i := 0; i < attempts-1; i++ {
+			if err := d.unansweredAttempt(k, n, r, i, attempts); err != nil {
 				return err
 			}
-			t = activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end), Reason: "not sent to the target (" + r.cond() + ")"}
 		}
-		return d.step(k, n, id, t)
+		id, err := d.startAttempt(k, n, r, max(attempts-1, 0), attempts)
+		if err != nil {
+			return err
+		}
+		return d.step(k, n, id, activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end), Reason: "not sent to the target (" + r.cond() + ")"})
 	}
 	// A log that names one upstream status for several sends gives the
 	// last one's: the earlier sends' answers are not in it.
 	offset := attempts - len(upStatus)
 	for i := 0; i < attempts; i++ {
 		last := i == attempts-1
-		c := r.call
-		if i > 0 {
-			c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", i+1, attempts)
-		}
-		id, err := d.start(k, n, r, c)
+		id, err := d.startAttempt(k, n, r, i, attempts)
 		if err != nil {
-			return err
-		}
-		if err := d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true}); err != nil {
 			return err
 		}
 		if len(ups) == attempts && m.Upstream.onlyGroupNames(ups[i:i+1]) {
@@ -1050,19 +1041,28 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 // executions until the disk filled.
 const maxSends = 100
 
-// unansweredAttempt records the ith send (0-based) of attempts, sent and
-// not answered in the line: the proxy logs the last attempt's answer.
-func (d *mapped) unansweredAttempt(k *sink, n int64, r *request, i, attempts int) error {
+// startAttempt records the ith send (0-based) of attempts as a call and
+// an execution of its own, authorized as far as the proxy shows.
+func (d *mapped) startAttempt(k *sink, n int64, r *request, i, attempts int) (activity.ExecutionID, error) {
 	c := r.call
 	if i > 0 {
 		c.Reason = fmt.Sprintf("sent again by the proxy (attempt %d of %d)", i+1, attempts)
 	}
 	id, err := d.start(k, n, r, c)
 	if err != nil {
+		return "", err
+	}
+	return id, d.step(k, n, id, activity.Transition{To: activity.StateAuthorized, Implied: true})
+}
+
+// unansweredAttempt records the ith send (0-based) of attempts, sent and
+// not answered in the line: the proxy logs the last attempt's answer.
+func (d *mapped) unansweredAttempt(k *sink, n int64, r *request, i, attempts int) error {
+	id, err := d.startAttempt(k, n, r, i, attempts)
+	if err != nil {
 		return err
 	}
-	for _, t := range []activity.Transition{{To: activity.StateAuthorized, Implied: true},
-		{To: activity.StateDispatched, At: activity.Some(r.start), Implied: true},
+	for _, t := range []activity.Transition{{To: activity.StateDispatched, At: activity.Some(r.start), Implied: true},
 		{To: activity.StateUnknown, At: activity.Some(r.end), Implied: true,
 			Reason: "an earlier attempt: the log shows the last one's end, not this one's answer"}} {
 		if err := d.step(k, n, id, t); err != nil {
