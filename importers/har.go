@@ -44,6 +44,9 @@ type harEntry struct {
 			Encoding string `json:"encoding"`
 		} `json:"content"`
 		Error string `json:"_error"` // Chrome: net::ERR_CONNECTION_RESET
+		// Chrome: the page's view of a request its service worker
+		// answered; what the worker sent is an entry of its own.
+		ViaServiceWorker bool `json:"_fetchedViaServiceWorker"`
 	} `json:"response"`
 	Connection string `json:"connection"`
 	Comment    string `json:"comment"` // Charles puts errors here
@@ -77,16 +80,20 @@ func header(hs []harHeader, names ...string) string {
 type har struct {
 	mcp, http  int64
 	noResponse int64
-	creator    string                       // log.creator.name: who captured it
-	runs       map[string]activity.RunID    // Mcp-Session-Id → run
-	contracts  map[string]activity.Contract // tool → what tools/list annotations say
+	// transport: MCP messages that are no action (notifications, answers,
+	// a session's DELETE); viaWorker: a service worker's answers to the
+	// page, whose send is the worker's own entry.
+	transport, viaWorker int64
+	creator              string                       // log.creator.name: who captured it
+	runs                 map[string]activity.RunID    // Mcp-Session-Id → run
+	contracts            map[string]activity.Contract // tool → what tools/list annotations say
 }
 
 // browsers are the HAR creators that are the client itself: what they
 // captured is what the client received. Anything else (mitmproxy,
 // Charles, Fiddler) captured in between, and cannot say what reached the
 // client.
-var browsers = map[string]bool{"WebInspector": true, "Firefox": true, "Safari": true, "Web Inspector": true}
+var browsers = map[string]bool{"WebInspector": true, "Firefox": true, "Safari": true, "Web Inspector": true, "WebKit Web Inspector": true}
 
 // atClient reports whether the archive was captured by the client.
 func (d *har) atClient() bool { return browsers[d.creator] }
@@ -95,7 +102,16 @@ func (d *har) note() string {
 	return fmt.Sprintf("har 1.2: %d MCP tools/call entries (seen from the client: what the server did beyond its answer is not in the archive), "+
 		"%d HTTP requests to targets, %d without a response (status 0 or no body: outcome unknown). Not recorded: authorization, "+
 		"which process sent each request (the archive names connections, not processes), delivery beyond the capture point. "+
-		"Provenance lines are entry numbers.", d.mcp, d.http, d.noResponse)
+		"Provenance lines are entry numbers.", d.mcp, d.http, d.noResponse) + d.noActionNote()
+}
+
+// noActionNote counts the entries that are no action, if any.
+func (d *har) noActionNote() string {
+	if d.transport+d.viaWorker == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d MCP transport messages (notifications, answers, a session's DELETE) and %d service-worker answers "+
+		"(the worker's own request is an entry of its own) are no action.", d.transport, d.viaWorker)
 }
 
 func (d *har) decode(ctx context.Context, in *lines, k *sink) error {
@@ -185,13 +201,70 @@ func (d *har) entry(k *sink, n int64, e *harEntry) error {
 		}
 		e.Response.Content.Text, e.Response.Content.Encoding = string(b), ""
 	}
+	if e.Response.ViaServiceWorker {
+		d.viaWorker++
+		return nil
+	}
 	if e.Request.PostData != nil {
-		if msg, ok := jsonRPCRequest(e.Request.PostData.Text); ok {
-			return d.mcpMessage(k, n, e, msg, u, start, end)
+		if msgs, ok := jsonRPCBody(e.Request.PostData.Text); ok {
+			for _, msg := range msgs {
+				if len(msg.ID) == 0 || msg.Method == "" {
+					d.transport++ // a notification, or the client's answer to the server
+					continue
+				}
+				if err := d.mcpMessage(k, n, e, msg, u, start, end); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
+	}
+	if e.Request.Method == "DELETE" && header(e.Request.Headers, "Mcp-Session-Id") != "" && mcpPath(u.Path) {
+		d.transport++ // the client ends its MCP session
+		return nil
 	}
 	d.http++
 	return d.request(k, n, e, u, start, end)
+}
+
+// jsonRPCBody reads a body that is JSON-RPC: one message or a batch (the
+// 2025-03-26 revision allowed them). ok is false for any other body.
+func jsonRPCBody(body string) ([]rpcRequest, bool) {
+	b := bytes.TrimSpace([]byte(body))
+	if len(b) > 0 && b[0] == '[' {
+		var raw []json.RawMessage
+		if json.Unmarshal(b, &raw) != nil || len(raw) == 0 {
+			return nil, false
+		}
+		var out []rpcRequest
+		for _, r := range raw {
+			m, ok := jsonRPCMessage(r)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, m)
+		}
+		return out, true
+	}
+	m, ok := jsonRPCMessage(b)
+	return []rpcRequest{m}, ok
+}
+
+// jsonRPCMessage reads one JSON-RPC 2.0 message: a request, a
+// notification or an answer.
+func jsonRPCMessage(b []byte) (rpcRequest, bool) {
+	var m struct {
+		rpcRequest
+		Version string          `json:"jsonrpc"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return rpcRequest{}, false
+	}
+	rpc := m.Version == "2.0" || m.Method != "" && len(m.ID) > 0
+	answer := m.Method == "" && len(m.ID) > 0 && (len(m.Result) > 0 || len(m.Error) > 0)
+	return m.rpcRequest, rpc && (m.Method != "" || answer)
 }
 
 // rpcRequest is a JSON-RPC request.
@@ -219,13 +292,17 @@ func rpcAnswer(body string, id json.RawMessage) (result json.RawMessage, rpcErr 
 	try := func(b []byte) bool {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 			Result json.RawMessage `json:"result"`
 			Error  *struct {
 				Code    int    `json:"code"`
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(b, &m) != nil || !bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
+		// Only an answer: a request the server sends in the stream (an
+		// elicitation, a ping) may carry the same id, the server's own.
+		if json.Unmarshal(b, &m) != nil || m.Method != "" || len(m.Result) == 0 && m.Error == nil ||
+			!bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) {
 			return false
 		}
 		result = m.Result
@@ -236,6 +313,14 @@ func rpcAnswer(body string, id json.RawMessage) (result json.RawMessage, rpcErr 
 	}
 	if try([]byte(body)) {
 		return result, rpcErr, true
+	}
+	var batch []json.RawMessage // the answers to a batch
+	if json.Unmarshal([]byte(body), &batch) == nil {
+		for _, b := range batch {
+			if try(b) {
+				return result, rpcErr, true
+			}
+		}
 	}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)

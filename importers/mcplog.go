@@ -70,6 +70,10 @@ type mcpPending struct {
 	at       time.Time
 	cancel   string    // why the client cancelled it, if it did
 	cancelAt time.Time // when
+	// dir is the direction the request travelled: its answer travels the
+	// other way. Each side numbers its own requests (the Go SDK from 1 on
+	// each), so a server's ping with the same id is no answer to it.
+	dir string
 }
 
 func (d *mcpLog) note() string {
@@ -252,7 +256,7 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 		if d.side == "" {
 			d.side = map[string]string{"write": "client", "read": "server"}[dir]
 		}
-		return d.request(k, n, at, conn, id, m, redacted)
+		return d.request(k, n, at, conn, dir, id, m, redacted)
 	case m.Method == "notifications/cancelled":
 		// A cancellation may cross the answer: the request stays open, and
 		// an answer that still comes shows the server acted.
@@ -264,8 +268,8 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 		return nil // a tools/list answer: its annotations give contracts
 	case m.Method == "" && id != "":
 		p, ok := d.open[conn+"\x00"+id]
-		if !ok {
-			return nil // the answer to something other than a tools/call
+		if !ok || p.dir == dir && dir != "" {
+			return nil // the answer to something other than a tools/call (the other side's request of that id)
 		}
 		d.answered++
 		var r struct {
@@ -333,7 +337,7 @@ func optTime(t time.Time) activity.Opt[time.Time] {
 }
 
 // request records a tools/call request.
-func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpMsg, redacted bool) error {
+func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, dir, id string, m mcpMsg, redacted bool) error {
 	if d.run == "" {
 		r, err := k.run(activity.Run{Actor: "mcp-log:" + d.file, IdentifiedBy: activity.RunBySourceSpan,
 			Evidence: "one log file: " + d.file, StartedAt: at, Source: k.atRecord(n, "jsonrpc id "+id+" request")})
@@ -395,7 +399,7 @@ func (d *mcpLog) request(k *sink, n int64, at time.Time, conn, id string, m mcpM
 			return err
 		}
 	}
-	d.open[key] = &mcpPending{id: eid, line: n, at: at}
+	d.open[key] = &mcpPending{id: eid, line: n, at: at, dir: dir}
 	d.order = append(d.order, key)
 	return nil
 }
