@@ -501,3 +501,22 @@ func TestCompressedAndForeignFiles(t *testing.T) {
 		t.Errorf("%d records written from refused files", n)
 	}
 }
+
+// A tools/call write the Go SDK's transport failed (it logs the error,
+// never the payload) may have reached the server: the note says so, with
+// its line, rather than import the log as if nothing was tried.
+func TestMCPLogFailedWrite(t *testing.T) {
+	log := `2026-11-25T15:00:00.000Z write: {"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}
+2026-11-25T15:00:00.050Z read: {"jsonrpc":"2.0","id":1,"result":{}}
+2026-11-25T15:00:01.000Z write error: rejected by transport: sending "tools/call": Gateway Timeout
+2026-11-25T15:00:05.000Z write: {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_invoice","arguments":{"customer":"cus_7"}}}
+2026-11-25T15:00:05.400Z read: {"jsonrpc":"2.0","id":3,"result":{"content":[]}}
+`
+	rep, err := Import(ctx, newStore(t), writeFile(t, "client.log", []byte(log)), Options{Format: "mcp-log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Note, "1 tools/call writes failed in the transport (the first at line 3)") {
+		t.Errorf("the note does not name the failed write: %s", rep.Note)
+	}
+}

@@ -58,8 +58,12 @@ type mcpLog struct {
 	answered int64
 	other    int64 // lines that are not MCP messages (server stderr, log noise)
 	read     int64 // lines that are (a message, or Claude's own account)
-	untimed  bool
-	redacted int64
+	// failedCalls: tools/call writes the transport failed (the Go SDK's
+	// "write error: … sending \"tools/call\" …"), which logs no payload;
+	// firstFailed is the first one's line.
+	failedCalls, firstFailed int64
+	untimed                  bool
+	redacted                 int64
 	// contracts are what tools/list annotations say of each tool.
 	contracts map[string]activity.Contract
 }
@@ -80,6 +84,9 @@ func (d *mcpLog) note() string {
 	n := fmt.Sprintf("raw MCP log: %d tools/call requests, %d answered; %d other lines ignored (server stderr, log noise). "+
 		"Seen from the %s side: authorization, dispatch to the target and the target's answer are not in such a log; "+
 		"calls are one run per log file.", d.calls, d.answered, d.other, firstOf(d.side, "client"))
+	if d.failedCalls > 0 {
+		n += fmt.Sprintf(" %d tools/call writes failed in the transport (the first at line %d): the SDK logs no payload of a failed write, so which tool is not recorded, and the server may have got and acted on it.", d.failedCalls, d.firstFailed)
+	}
 	if d.redacted > 0 {
 		n += fmt.Sprintf(" %d Claude Desktop lines carry no payload (newer builds redact it): their tool names and arguments are not recorded.", d.redacted)
 	}
@@ -166,6 +173,14 @@ func (d *mcpLog) line(k *sink, n int64, s string) error {
 		d.untimed = true
 	}
 	if m[3] == " error: " {
+		if m[2] == "write" && strings.Contains(m[4], `"tools/call"`) {
+			// The SDK logs a failed write's error, never its payload: a
+			// tools/call whose POST failed may have reached the server.
+			d.failedCalls++
+			if d.firstFailed == 0 {
+				d.firstFailed = n
+			}
+		}
 		return d.closeOpen(k, n, at, "", "the connection failed ("+m[4]+")")
 	}
 	return d.payload(k, n, at, "", m[2], m[4])
