@@ -180,10 +180,14 @@ type otlp struct {
 	touched   []touch // in line order: the open traces, with stale entries
 	calls     int64
 	noArgs    int64
-	noServer  int64          // client spans with no server span: the agent's view only
-	agentOnly int64          // execute_tool spans with no MCP span under them
-	other     int64          // spans that are not part of a tool call
-	attrs     OTLPAttributes // a vendor's execution identity attributes (a mapping's)
+	noServer  int64 // client spans with no server span: the agent's view only
+	agentOnly int64 // execute_tool spans with no MCP span under them
+	other     int64 // spans that are not part of a tool call
+	// unserved: an MCP request's POSTs that got no answer and show no
+	// server span under them, beside one that does: the server may have
+	// got them and left nothing of it in the trace.
+	unserved int64
+	attrs    OTLPAttributes // a vendor's execution identity attributes (a mapping's)
 	// execs maps a vendor's execution id to the execution it became.
 	execs map[string]activity.ExecutionID
 	// dispatched remembers, per agent run or actor, tool and arguments,
@@ -227,7 +231,7 @@ func (d *otlp) note() string {
 	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
 		"Authorization is not in the MCP semantic conventions: not recorded. Delivery is known only where an MCP client span of the same trace shows the agent's side. "+
 		"%d calls have no recorded arguments (gen_ai.tool.call.arguments is opt-in): calls of one tool to one target are then taken for one effect.",
-		d.spans, d.calls, d.noServer, d.other, d.noArgs)
+		d.spans, d.calls, d.noServer, d.other, d.noArgs) + d.unservedNote()
 }
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
@@ -274,6 +278,15 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		return fmt.Errorf("%s: none of its %d lines is OTLP/JSON (the collector's file exporter writes one TracesData object per line with format: json; format: proto is not read)", k.file, k.rep.Noise)
 	}
 	return d.flush(k, 1<<62)
+}
+
+// unservedNote counts the unanswered POSTs of MCP requests no server span
+// is under, if any.
+func (d *otlp) unservedNote() string {
+	if d.unserved == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d POSTs of an MCP request got no answer and show no server span under them: the server may have got them and acted, leaving nothing in the trace (a crash before it exported).", d.unserved)
 }
 
 // document imports one pretty-printed TracesData document.
@@ -582,6 +595,50 @@ func isProcess(s *span) bool {
 // A server span with no dispatch under it, for a call the gateway already
 // dispatched (same agent tool call, or same tool and arguments), was
 // answered without acting: it attaches to that execution.
+// transportSpans returns the test for an HTTP span that carries an MCP
+// client span's request (a relay's POST to /mcp, whose 200 only opens the
+// stream) to a far side the trace shows: not an action at a target, the
+// far side's own spans are. A POST is transport when a server span lies
+// under it (the HTTP instrumentation propagated the context), or when
+// its client's server spans, propagated through params._meta, are as many
+// as its POSTs; any other POST (one that timed out with nothing of the
+// server's under it) stays a send. Computed once per trace: a walk up
+// from each span, not a scan of the trace for each.
+func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span) bool) func(*span) bool {
+	up := func(s *span, stop func(*span) bool) *span {
+		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
+			if stop(p) {
+				return p
+			}
+		}
+		return nil
+	}
+	below := map[*span]bool{}   // a tool server span is under it
+	direct := map[*span]int{}   // server spans right under a client span, no HTTP span between
+	posts := map[*span]int{}    // HTTP spans whose nearest MCP span is this client span
+	client := map[*span]*span{} // an HTTP span's nearest client span
+	for _, s := range spans {
+		switch {
+		case isToolServer(s):
+			for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
+				below[p] = true
+			}
+			if p := up(s, func(p *span) bool { return isHTTPClient(p) || toolClient(p) }); p != nil && toolClient(p) {
+				direct[p]++
+			}
+		case isHTTPClient(s):
+			if p := up(s, func(p *span) bool { return toolClient(p) || isToolServer(p) }); p != nil && toolClient(p) {
+				client[s] = p
+				posts[p]++
+			}
+		}
+	}
+	return func(s *span) bool {
+		c := client[s]
+		return c != nil && (below[s] || direct[c] > 0 && direct[c] >= posts[c])
+	}
+}
+
 // relayed marks the tool server spans that relay an outer one's call (an
 // MCP gateway's server span, then its client span to the MCP server, then
 // that server's span: one trace, the same tool), and the client spans
@@ -637,28 +694,11 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	}
 	toolClient := func(s *span) bool { return isToolClient(s) && !demoted[s] }
 	agentTool := func(s *span) bool { return isAgentTool(s) || demoted[s] }
-	// transport: an HTTP span whose nearest MCP span above it is a tool
-	// client span whose far side (its MCP server's span) is in the trace
-	// carries that client's MCP request (a relay's POST to /mcp, whose
-	// 200 only opens the stream): the far side shows what was done. With
-	// the far side not traced, the POSTs are all the trace shows of the
-	// sends, and stay dispatches (a resend after a timeout may be a
-	// second execution).
-	farSide := func(c *span) bool {
-		for _, s := range t.spans {
-			if isToolServer(s) && under(s, c) {
-				return true
-			}
-		}
-		return false
-	}
-	transport := func(s *span) bool {
+	transport := transportSpans(t.spans, byID, toolClient)
+	underClient := func(s *span) bool {
 		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
-			switch {
-			case toolClient(p):
-				return farSide(p)
-			case isToolServer(p):
-				return false
+			if toolClient(p) {
+				return true
 			}
 		}
 		return false
@@ -712,6 +752,9 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 			d.agentOnly++ // the model asked for a tool; nothing of its call was traced
 		default:
 			d.other++
+			if isHTTPClient(s) && s.attr("http.response.status_code", "http.status_code") == "" && underClient(s) {
+				d.unserved++ // an MCP request's POST that got no answer and shows no server under it
+			}
 		}
 	}
 	return nil
