@@ -23,8 +23,9 @@ var (
 	secretNames = map[string]bool{"password": true, "passwd": true, "pwd": true, "pass": true, "secret": true,
 		"token": true, "apikey": true, "authorization": true, "auth": true, "privatekey": true, "cookie": true,
 		"credential": true, "credentials": true, "clientsecret": true, "accesstoken": true, "refreshtoken": true,
-		"idtoken": true, "sessiontoken": true, "bearer": true, "passphrase": true, "otp": true, "cvv": true, "cvc": true}
-	secretSuffixes = []string{"password", "passwd", "secret", "token", "apikey", "privatekey", "passphrase", "secretkey", "secretaccesskey", "authorization"}
+		"idtoken": true, "sessiontoken": true, "bearer": true, "passphrase": true, "otp": true, "cvv": true, "cvc": true,
+		"proxyauthorization": true}
+	secretSuffixes = []string{"password", "passwd", "secret", "token", "apikey", "privatekey", "passphrase", "secretkey", "secretaccesskey"}
 	nameNorm       = strings.NewReplacer("-", "", "_", "")
 )
 
@@ -91,7 +92,7 @@ func redact(v any) bool {
 	case map[string]any:
 		// A header as a name and a value ({"name": "Authorization",
 		// "value": "Bearer …"}: HAR, OTLP, many loggers).
-		if name, ok := x["name"].(string); ok && textSecret(name) {
+		if name, ok := x["name"].(string); ok && SecretField(name) {
 			if e, ok := x["value"]; ok && e != nil && e != "" {
 				x["value"], changed = RedactedValue, true
 			}

@@ -36,9 +36,12 @@ func TestRedactSecretsWrittenAsText(t *testing.T) {
 		{`{"h":"Proxy-Authorization: Basic SECRETP2"}`, []string{"SECRETP2"}, nil},
 		{`{"cmd":"deploy --password SECRETF2 --region eu"}`, []string{"SECRETF2"}, []string{"--region eu"}},
 		{`{"env":"AWS_SECRET_ACCESS_KEY=SECRETA1 AWS_REGION=eu","secret_key":"SECRETA2"}`, []string{"SECRETA1", "SECRETA2"}, []string{"AWS_REGION=eu"}},
-		// Not secrets: a name/value pair of a word too common to be one,
-		// and text that only uses such a word.
-		{`{"flags":[{"name":"auth","value":"enabled"}],"summary":"pass: 3, fail: 0"}`, nil, []string{"enabled", "pass: 3, fail: 0"}},
+		// A word too common to be a secret's name before a colon in prose is
+		// one in a form, an environment and a header list.
+		{`{"summary":"pass: 3, fail: 0","form":"user=bob&pass=SECRETW1","env":"auth=SECRETW2","h":[{"name":"pass","value":"SECRETW3"}]}`,
+			[]string{"SECRETW1", "SECRETW2", "SECRETW3"}, []string{"pass: 3, fail: 0", "user=bob"}},
+		// Not secrets: an authorization id, a word of prose before a colon.
+		{`{"payment_authorization":"pa_123","note":"Card authorization: failed for order 1234"}`, nil, []string{"pa_123", "for order 1234"}},
 	} {
 		out, _ := activity.RedactSecretFields(json.RawMessage(c.args))
 		var v any

@@ -27,15 +27,16 @@ var (
 	// wholeLine names the headers whose value runs to the end of the line
 	// ("Cookie: a=1; session=…").
 	wholeLine = map[string]bool{"cookie": true, "setcookie": true, "authorization": true, "proxyauthorization": true}
-	// ambiguous names are secrets as a field's name but too common as
-	// words of text to be taken for one there ("pass: 3, fail: 0").
+	// ambiguous names are secrets as a field's name, and in a form or an
+	// environment (pass=…), but too common as words of prose to be taken
+	// for one before a colon ("pass: 3, fail: 0").
 	ambiguous = map[string]bool{"pass": true, "auth": true, "otp": true}
 )
 
-// textSecret reports whether a name found in text (or a header list's
-// name) says its value is a secret.
-func textSecret(name string) bool {
-	return SecretField(name) && !ambiguous[nameNorm.Replace(strings.ToLower(name))]
+// textSecret reports whether a name found in text, before sep, says its
+// value is a secret.
+func textSecret(name, sep string) bool {
+	return SecretField(name) && (!strings.Contains(sep, ":") || !ambiguous[nameNorm.Replace(strings.ToLower(name))])
 }
 
 // hinted reports whether s holds any substring a secret's name or a
@@ -102,12 +103,15 @@ func redactPairs(s string) (string, bool) {
 		}
 		pos = m[1]
 		n := s[name:sep]
-		if len(n) < 3 || !textSecret(n) { // no secret's name is shorter ("pwd")
+		if len(n) < 3 || !textSecret(n, s[sep:m[1]]) { // no secret's name is shorter ("pwd")
 			continue
 		}
 		from := m[1]
 		to := valueEnd(s, from)
-		if wholeLine[nameNorm.Replace(strings.ToLower(n))] && strings.Contains(s[sep:m[1]], ":") {
+		// A header line's value runs to its end ("Cookie: a=1; b=2"); not
+		// a word of prose ("Card authorization: failed for order 1234").
+		lineStart := name == 0 || s[name-1] == '\n' || s[name-1] == '\r'
+		if wholeLine[nameNorm.Replace(strings.ToLower(n))] && strings.Contains(s[sep:m[1]], ":") && lineStart {
 			to = lineEnd(s, from)
 		}
 		if to == from {
