@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,6 +80,10 @@ type Mapping struct {
 	MCPMethod Field `toml:"mcp_method"`
 	MCPName   Field `toml:"mcp_name"`
 	Body      Field `toml:"body"`
+	// MCPOnly: every line is an MCP message (an MCP gateway's log): one
+	// whose method is not recorded is counted, never read as an HTTP
+	// request.
+	MCPOnly bool `toml:"mcp_only"`
 	// Error is the failure a line states in words (Teleport's error,
 	// Cloudflare's Error), quoted in the reasons its transitions give.
 	Error Field `toml:"error"`
@@ -109,8 +114,26 @@ type Cond struct {
 	Status []int             `toml:"status"`
 	Where  map[string]string `toml:"where"`
 	// Set: pointers that must have a value (an error message, whatever
-	// it says), beside Where's.
-	Set []string `toml:"set"`
+	// it says), beside Where's; Like: pointers whose value the regular
+	// expression matches (Teleport's "access to app denied. …").
+	Set  []string          `toml:"set"`
+	Like map[string]string `toml:"like"`
+	like map[string]*regexp.Regexp
+}
+
+// compile reads the condition's regular expressions.
+func (c *Cond) compile(name string) error {
+	for p, expr := range c.Like {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return fmt.Errorf("%s.like %s: %w", name, p, err)
+		}
+		if c.like == nil {
+			c.like = map[string]*regexp.Regexp{}
+		}
+		c.like[p] = re
+	}
+	return nil
 }
 
 // Field is how one value is read.
@@ -207,6 +230,11 @@ func ParseMapping(b []byte) (*Mapping, error) {
 	}
 	for i := range m.Text {
 		if err := m.Text[i].compile(); err != nil {
+			return nil, err
+		}
+	}
+	for name, c := range map[string]*Cond{"denied": &m.Denied, "not_sent": &m.NotSent, "no_answer": &m.NoAnswer, "client_gone": &m.ClientGone} {
+		if err := c.compile(name); err != nil {
 			return nil, err
 		}
 	}
@@ -609,7 +637,12 @@ func (c Cond) holds(doc any, flags []string, status int) bool {
 			return false
 		}
 	}
-	if len(c.Where)+len(c.Set) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
+	for p, re := range c.like {
+		if v, ok := pointer(doc, p); !ok || v == nil || !re.MatchString(scalar(v)) {
+			return false
+		}
+	}
+	if len(c.Where)+len(c.Set)+len(c.Like) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
 		return true
 	}
 	for _, f := range c.Flags {
@@ -818,7 +851,10 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			d.withArgs++
 		}
 	}
-	if mcpMethod != "" || len(m.MCPMethod.From) > 0 && mcpPath(p) {
+	if m.MCPOnly && mcpMethod == "" && mcpName != "" {
+		mcpMethod = "tools/call" // a gateway that logs a tool's name logs it for its calls only
+	}
+	if mcpMethod != "" || m.MCPOnly || len(m.MCPMethod.From) > 0 && mcpPath(p) {
 		if mcpMethod == "" {
 			d.mcpUnknown++
 			if r.status == 0 || m.NoAnswer.holds(doc, r.flags, r.status) {
