@@ -964,6 +964,7 @@ type TransitionRow struct {
 	// sent with, what its source does not record, and what its answer
 	// showed it created or replayed.
 	ExecSeq                   int64
+	Window                    Opt[time.Duration] // the tool's attach window, when recorded
 	IdempotencyKey            Opt[string]
 	NotRecorded               []Fact
 	ExecCreated, ExecReplayed string
@@ -996,7 +997,7 @@ func (s *Store) ScanTransitionsByEffect(ctx context.Context, fn func(*Transition
 }
 
 const transitionRowSelect = `SELECT t.seq, t.execution_id, t.from_state, t.to_state, t.at, t.target_status, t.exit_code, t.result_ref, t.reason, t.call_id,
-		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key, e.seq, e.idempotency_key, e.not_recorded, e.created, e.replayed
+		t.implied, e.contract, e.tool, e.actor, e.run_id, e.effect_key, e.seq, e.idempotency_key, e.not_recorded, e.created, e.replayed, e.attach_window_ms
 		FROM transitions t JOIN executions e ON e.id = t.execution_id`
 
 // scanTransitionRows reads rows of transitionRowSelect into one reused row.
@@ -1006,15 +1007,16 @@ func scanTransitionRows(rows *sql.Rows, fn func(*TransitionRow) error) error {
 	for rows.Next() {
 		var (
 			from, at, ref, why, call, run, key, created, replayed sql.NullString
-			status, exit                                          sql.NullInt64
+			status, exit, window                                  sql.NullInt64
 			implied                                               int
 			notRecorded                                           string
 		)
 		if err := rows.Scan(&r.Seq, &r.ExecutionID, &from, &r.To, &at, &status, &exit, &ref, &why, &call,
-			&implied, &r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey, &r.ExecSeq, &key, &notRecorded, &created, &replayed); err != nil {
+			&implied, &r.Contract, &r.Tool, &r.Actor, &run, &r.EffectKey, &r.ExecSeq, &key, &notRecorded, &created, &replayed, &window); err != nil {
 			return fmt.Errorf("scan transitions: %w", err)
 		}
 		r.IdempotencyKey = Opt[string]{key.String, key.Valid}
+		r.Window = Opt[time.Duration]{time.Duration(window.Int64) * time.Millisecond, window.Valid}
 		r.ExecCreated, r.ExecReplayed = created.String, replayed.String
 		r.NotRecorded = appendFacts(r.NotRecorded[:0], notRecorded)
 		r.From, r.ResultRef, r.Reason, r.CallID, r.RunID = State(from.String), ref.String, why.String, CallID(call.String), RunID(run.String)

@@ -241,9 +241,10 @@ func TestHistoryChecker(t *testing.T) {
 	if res.Duplicated != 3 || len(res.DuplicatedEffects) != 3 {
 		t.Errorf("duplicated %d %v, want 3", res.Duplicated, res.DuplicatedEffects)
 	}
-	// The pass-through log records no outcome for either email.
-	if res.Lost != 2 {
-		t.Errorf("lost %d, want 2", res.Lost)
+	// The pass-through log records no outcome for either email: not lost
+	// (a log that records outcomes and shows none), not known either.
+	if res.Lost != 0 || res.OutcomeNotRecorded != 2 {
+		t.Errorf("lost %d, outcome not recorded %d, want 0 and 2", res.Lost, res.OutcomeNotRecorded)
 	}
 	// charge_card, refund_charge (pending verification) and the
 	// pass-through transfer: indeterminate and never settled.

@@ -27,9 +27,10 @@ type Op struct {
 	Recovered bool `json:"recovered,omitempty"`
 	// ReadOnly marks a read: it has no effect to duplicate.
 	ReadOnly bool `json:"read_only,omitempty"`
-	// execSeq and facts are what the checker's effect rule reads of the
-	// execution: the analysis's, so that both say duplicated alike.
+	// execSeq, window and facts are what the checker's effect rule reads
+	// of the execution: the analysis's, so that both say duplicated alike.
 	execSeq int64
+	window  time.Duration
 	facts   effectIn
 }
 
@@ -65,11 +66,15 @@ func (p pendingInfos) note(op Op) {
 // says the execution's last completion was info, which this one settles.
 func opOf(t *activity.TransitionRow, wasInfo bool) (Op, bool) {
 	op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
-		ReadOnly: t.Contract == activity.ContractReadOnly, execSeq: t.ExecSeq,
-		facts: effectIn{id: t.ExecutionID, dispatched: true, recordsOutcome: true, key: t.IdempotencyKey, created: t.ExecCreated, replayed: t.ExecReplayed,
-			recordsKey: !slices.Contains(t.NotRecorded, activity.FactIdempotencyKey), recordsArgs: !slices.Contains(t.NotRecorded, activity.FactArguments)}}
+		ReadOnly: t.Contract == activity.ContractReadOnly, execSeq: t.ExecSeq, window: DefaultWindow,
+		facts: effectIn{id: t.ExecutionID, dispatched: true, key: t.IdempotencyKey, created: t.ExecCreated, replayed: t.ExecReplayed,
+			recordsOutcome: !slices.Contains(t.NotRecorded, activity.FactOutcome),
+			recordsKey:     !slices.Contains(t.NotRecorded, activity.FactIdempotencyKey), recordsArgs: !slices.Contains(t.NotRecorded, activity.FactArguments)}}
 	if op.Process == "" {
 		op.Process = t.Actor
+	}
+	if t.Window.OK && t.Window.V > 0 {
+		op.window = t.Window.V
 	}
 	if t.At.OK {
 		at := t.At.V
@@ -113,8 +118,12 @@ type CheckResult struct {
 	// performed (an unknown outcome, then another send; two successes the
 	// records cannot tell apart) where fewer than two are shown to have.
 	PossiblyDuplicated int `json:"possibly_duplicated"`
-	// Lost: invocations that never completed, not even as info.
+	// Lost: invocations that never completed, not even as info, in a
+	// source that records outcomes.
 	Lost int `json:"lost"`
+	// OutcomeNotRecorded: invocations whose source records no outcome
+	// (an MCP call a proxy passed on): not lost, not known.
+	OutcomeNotRecorded int `json:"outcome_not_recorded"`
 	// Recovered: indeterminate operations later settled as ok or fail.
 	Recovered int `json:"recovered"`
 	// StillUnknown: executions whose last completion is info.
@@ -138,16 +147,18 @@ type DuplicatedEffect struct {
 type Checker struct {
 	execsBy map[string]map[activity.ExecutionID]*histExec // effect key → its invoked executions, as they stand
 	toolOf  map[string]string                             // effect key → tool
-	pending map[activity.ExecutionID]bool                 // invoked, not completed
+	pending map[activity.ExecutionID]bool                 // invoked, not completed: whether its source records outcomes
 	unknown map[activity.ExecutionID]bool
 	res     CheckResult
 }
 
 // histExec is an invoked execution as its latest operation left it.
 type histExec struct {
-	seq   int64
-	facts effectIn
-	last  string // invoke | ok | fail | info
+	seq    int64
+	at     time.Time     // its first operation's time, when recorded
+	window time.Duration // its attach window
+	facts  effectIn
+	last   string // invoke | ok | fail | info
 }
 
 // NewChecker returns an empty checker.
@@ -161,7 +172,7 @@ func (c *Checker) Add(op Op) {
 	switch op.Type {
 	case "invoke":
 		c.res.Invocations++
-		c.pending[op.Execution] = true
+		c.pending[op.Execution] = op.facts.recordsOutcome
 		delete(c.unknown, op.Execution) // a resend: its completion settles the earlier info
 	case "ok", "fail", "info":
 		delete(c.pending, op.Execution)
@@ -202,7 +213,10 @@ func (c *Checker) note(op Op) {
 	}
 	x := execs[op.Execution]
 	if x == nil {
-		x = &histExec{seq: op.execSeq, facts: op.facts}
+		x = &histExec{seq: op.execSeq, window: op.window, facts: op.facts}
+		if op.Time != nil {
+			x.at = *op.Time
+		}
 		execs[op.Execution] = x
 	}
 	x.last = op.Type
@@ -213,7 +227,13 @@ func (c *Checker) note(op Op) {
 // execution by execution in the order they were accepted through the
 // analysis's effect walk.
 func (c *Checker) settle(r *CheckResult) {
-	r.Lost += len(c.pending)
+	for _, recorded := range c.pending {
+		if recorded {
+			r.Lost++
+		} else {
+			r.OutcomeNotRecorded++
+		}
+	}
 	r.StillUnknown += len(c.unknown)
 	for v, execs := range c.execsBy {
 		if len(execs) < 2 {
@@ -224,34 +244,55 @@ func (c *Checker) settle(r *CheckResult) {
 			order = append(order, x)
 		}
 		slices.SortFunc(order, func(a, b *histExec) int { return cmp.Compare(a.seq, b.seq) })
-		var ew effectWalk
-		var shown []activity.ExecutionID
-		maybe := 0
-		for _, x := range order {
-			in := x.facts
-			switch x.last {
-			case "ok":
-				in.outcome = activity.OutcomeSuccess
-			case "fail":
-				in.outcome = activity.OutcomeFailure
+		// As the analysis groups calls: executions within the window of
+		// the first of their group are one group, walked apart from the
+		// next (two deploys a day apart are two intents, not one twice).
+		dup, maybe := false, false
+		for len(order) > 0 {
+			n := 1
+			for n < len(order) && (order[n].at.IsZero() || order[0].at.IsZero() || order[n].at.Sub(order[0].at) <= order[0].window) {
+				n++
 			}
-			switch ew.addIn(in).acted {
-			case Yes:
-				shown = append(shown, in.id)
-			case Unknown:
-				maybe++
+			shown, may := c.walk(order[:n])
+			if len(shown) > 1 {
+				if !dup {
+					r.Duplicated++
+					r.DuplicatedEffects = append(r.DuplicatedEffects, v)
+				}
+				dup = true
+				r.Duplicates = append(r.Duplicates, DuplicatedEffect{EffectKey: v, Tool: c.toolOf[v], Executions: shown})
+			} else if len(shown)+may > 1 {
+				maybe = true
 			}
+			order = order[n:]
 		}
-		switch {
-		case len(shown) > 1:
-			r.Duplicated++
-			r.DuplicatedEffects = append(r.DuplicatedEffects, v)
-			slices.Sort(shown)
-			r.Duplicates = append(r.Duplicates, DuplicatedEffect{EffectKey: v, Tool: c.toolOf[v], Executions: shown})
-		case len(shown)+maybe > 1:
+		if maybe && !dup {
 			r.PossiblyDuplicated++
 		}
 	}
+}
+
+// walk reads one group's executions through the analysis's effect walk:
+// those the records show acted, and how many more may have.
+func (c *Checker) walk(group []*histExec) (shown []activity.ExecutionID, maybe int) {
+	var ew effectWalk
+	for _, x := range group {
+		in := x.facts
+		switch x.last {
+		case "ok":
+			in.outcome = activity.OutcomeSuccess
+		case "fail":
+			in.outcome = activity.OutcomeFailure
+		}
+		switch ew.addIn(in).acted {
+		case Yes:
+			shown = append(shown, in.id)
+		case Unknown:
+			maybe++
+		}
+	}
+	slices.Sort(shown)
+	return shown, maybe
 }
 
 // endGroup settles everything seen so far and forgets it, for operations

@@ -83,7 +83,8 @@ func writeCheckTable(w io.Writer, res analyze.CheckResult) {
 		{"info", res.Info, "nobody knew at the time"},
 		{"recovered", res.Recovered, "infos settled later (lookup, resend, operator)"},
 		{"still unknown", res.StillUnknown, "last completion is info"},
-		{"lost", res.Lost, "never completed"},
+		{"lost", res.Lost, "never completed, in a log that records outcomes"},
+		{"outcome not recorded", res.OutcomeNotRecorded, "invoked, in a log that records no outcome (an MCP call a proxy passed on)"},
 		{"duplicated", res.Duplicated, "effects the records show performed by two executions or more"},
 		{"possibly duplicated", res.PossiblyDuplicated, "effects two executions or more may have performed (mcpdup analyze walks each)"},
 	} {
