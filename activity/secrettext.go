@@ -169,3 +169,10 @@ func lineEnd(s string, i int) int {
 	}
 	return len(s)
 }
+
+// RedactText returns text a log states in words (an error message) with
+// the secrets it holds as text redacted.
+func RedactText(s string) string {
+	r, _ := redactText(s)
+	return r
+}

@@ -839,7 +839,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 		return k.bad(n, "status ("+strings.Join(m.Status.From, ", ")+")", err)
 	}
 	r.flags = splitFlags(m.Flags.values(doc))
-	r.errText = clip([]byte(m.Error.value(doc)), 200)
+	r.errText = clip([]byte(activity.RedactText(m.Error.value(doc))), 200)
 	mcpMethod, mcpName := m.MCPMethod.value(doc), m.MCPName.value(doc)
 	r.args = json.RawMessage("{}")
 	if body := m.Body.whole(doc); body != "" {
