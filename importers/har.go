@@ -95,6 +95,11 @@ type har struct {
 // client.
 var browsers = map[string]bool{"WebInspector": true, "Firefox": true, "Safari": true, "Web Inspector": true, "WebKit Web Inspector": true}
 
+// apiClients are HAR creators whose archive is their own requests as
+// written, not traffic: Insomnia's exportHar gives every entry the export's
+// time, status 0 to requests never sent, and the request's name as comment.
+var apiClients = map[string]bool{"Insomnia": true}
+
 // atClient reports whether the archive was captured by the client.
 func (d *har) atClient() bool { return browsers[d.creator] }
 
@@ -126,6 +131,10 @@ func (d *har) decode(ctx context.Context, in *lines, k *sink) error {
 	}
 	if err := harSeek(dec, seen, "log", "entries"); err != nil {
 		return &LineError{File: k.file, Line: 1, Field: "log.entries", Err: err}
+	}
+	if apiClients[d.creator] {
+		return &LineError{File: k.file, Line: 1, Field: "log.creator.name", Err: fmt.Errorf("an export of %s's requests as they are written, not of traffic "+
+			"(its entries carry the export's time and status 0 for requests never sent): capture the traffic instead (a browser's DevTools, mitmproxy)", d.creator)}
 	}
 	n := int64(1)
 	for ; dec.More(); n++ {

@@ -3,6 +3,7 @@ package importers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -183,5 +184,23 @@ func TestHARFormAsParams(t *testing.T) {
 	all := strings.Join(args, " ")
 	if !strings.Contains(all, "A-100") || !strings.Contains(all, "B-200") || strings.Contains(all, "s3cret-1") {
 		t.Errorf("arguments %s: want each order, no password", all)
+	}
+}
+
+// An API client's export (Insomnia's exportHar: its requests as written,
+// each with the export's time, status 0 for the unsent) is not traffic:
+// refused, naming the creator, rather than read as sends.
+func TestHARFromAnAPIClient(t *testing.T) {
+	doc := `{"log":{"version":"1.2","creator":{"name":"Insomnia","version":"2023.5.8"},"entries":[
+{"startedDateTime":"2026-11-20T10:00:00.000Z","time":0,"request":{"method":"POST","url":"https://api.example/payouts","headers":[]},"response":{"status":0,"headers":[],"content":{"text":""}},"comment":"Create payout"},
+{"startedDateTime":"2026-11-20T10:00:00.000Z","time":0,"request":{"method":"POST","url":"https://api.example/payouts","headers":[]},"response":{"status":0,"headers":[],"content":{"text":""}},"comment":"Create payout (copy)"}]}}`
+	s := newStore(t)
+	_, err := Import(ctx, s, writeFile(t, "insomnia.har", []byte(doc)), Options{})
+	var le *LineError
+	if !errors.As(err, &le) || le.Field != "log.creator.name" || !strings.Contains(err.Error(), "Insomnia") {
+		t.Fatalf("an Insomnia export: %v", err)
+	}
+	if n, _ := s.LogSize(ctx); n != 0 {
+		t.Errorf("%d records written from a refused export", n)
 	}
 }

@@ -3,6 +3,7 @@ package importers
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -258,7 +259,12 @@ func TestSameLogRepackagedIsNotImportedTwice(t *testing.T) {
 			framed = append(binary.BigEndian.AppendUint32(framed, uint32(len(msg))), msg...)
 		}
 	}
+	var zl bytes.Buffer // mitmproxy's .zhar is zlib
+	zlw := zlib.NewWriter(&zl)
+	zlw.Write(src)
+	zlw.Close()
 	variants := map[string][]byte{
+		"zlib.jsonl.z":      zl.Bytes(),
 		"gzipped.jsonl.gz":  gz.Bytes(),
 		"zstd.jsonl.zst":    zst.EncodeAll(src, nil),
 		"framed.zst":        framed,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -240,6 +241,14 @@ func decompressed(br *bufio.Reader, path string) (r io.Reader, kind string, done
 			return nil, "", nil, fmt.Errorf("%s: gzip: %w", path, err)
 		}
 		return gz, "gzip", func() { gz.Close() }, nil
+	case len(magic) >= 2 && magic[0] == 0x78 && bytes.IndexByte([]byte{0x01, 0x5e, 0x9c, 0xda}, magic[1]) >= 0:
+		// zlib (RFC 1950: CMF 0x78 and one of the four levels' FLG,
+		// no preset dictionary), as mitmproxy writes its .zhar.
+		zr, err := zlib.NewReader(br)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%s: zlib: %w", path, err)
+		}
+		return zr, "zlib", func() { zr.Close() }, nil
 	case bytes.HasPrefix(magic, zstdMagic):
 		// The collector's file exporter compresses with zstd. Bounded:
 		// a hostile frame cannot ask for more than 128 MiB of window.

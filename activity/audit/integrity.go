@@ -65,7 +65,7 @@ func (r *Report) Integrity() Integrity {
 	if !in.Tables {
 		what = "log"
 	}
-	in.Text = fmt.Sprintf("verified: %s through record %d", what, max(r.Records-1, 0))
+	in.Text = fmt.Sprintf("verified: %s through record %d (%d records)", what, max(r.Records-1, 0), r.Records)
 	if in.Tables && in.TablesThrough > 0 {
 		in.Text = fmt.Sprintf("verified: log through record %d, tables through record %d", max(r.Records-1, 0), in.TablesThrough-1)
 	}
