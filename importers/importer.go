@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -183,6 +184,9 @@ const detectHead = 1 << 20
 func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
 	start := time.Now()
 	rep := FileReport{File: path}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return rep, fmt.Errorf("import %s: a directory: give the files in it (%s)", path, filepath.Join(path, "*.log"))
+	}
 	sums, err := fileSum(path)
 	if err != nil {
 		return rep, fmt.Errorf("import %s: %w", path, err)

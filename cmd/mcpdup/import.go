@@ -15,7 +15,7 @@ import (
 
 // ImportCmd reads activity logs into the database.
 type ImportCmd struct {
-	Files             []string `arg:"" name:"FILE" type:"existingfile" help:"Files to import (.gz accepted)."`
+	Files             []string `arg:"" name:"FILE" type:"path" help:"Files to import (gzip, zlib and zstd read as is). A missing or unreadable one is refused, the others imported (exit 1)."`
 	Format            string   `default:"auto" enum:"${format_enum}" help:"Format of every FILE: auto (detect from content), ${formats}."`
 	Mapping           string   `placeholder:"FILE" type:"existingfile" help:"Read every FILE as JSON Lines through this mapping file (JSON Pointers per field; see README)."`
 	SkipBad           bool     `help:"Skip malformed records (counted, the first ones listed) instead of refusing the file."`

@@ -888,3 +888,28 @@ func testApproveCommand(t *testing.T, eng activitytest.Engine) {
 		t.Fatalf("answers stored: %v %+v", err, all)
 	}
 }
+
+// A missing file, a directory and a file of no format are each refused
+// alone, naming themselves; the others are imported; exit 1. A format
+// name no importer has is a usage error (exit 2), before anything is read.
+func TestImportRefusesFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "t.db"), filepath.Join(dir, "keys")
+	sally := "../../importers/testdata/sallyport/activity.jsonl"
+	code, out, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, "-o", "json", filepath.Join(dir, "missing.log"), dir, sally)
+	var reps []struct {
+		File    string `json:"file"`
+		Refused string `json:"refused"`
+		Calls   int    `json:"calls"`
+	}
+	if err := json.Unmarshal([]byte(out), &reps); err != nil || code != 1 || len(reps) != 3 {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	if !strings.Contains(reps[0].Refused, "no such file") || !strings.Contains(reps[1].Refused, "a directory: give the files in it") ||
+		reps[2].Refused != "" || reps[2].Calls == 0 {
+		t.Errorf("reports: %+v", reps)
+	}
+	if code, _, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, "--format", "nginz", sally); code != 2 || !strings.Contains(errs, "--format") {
+		t.Errorf("an unknown format: exit %d %s", code, errs)
+	}
+}
