@@ -35,6 +35,7 @@ func TestRedactSecretsWrittenAsText(t *testing.T) {
 		{`{"t":"token: \"abc\\\"SECRETE1\" next"}`, []string{"SECRETE1"}, []string{"next"}},
 		{`{"h":"Proxy-Authorization: Basic SECRETP2"}`, []string{"SECRETP2"}, nil},
 		{`{"cmd":"deploy --password SECRETF2 --region eu"}`, []string{"SECRETF2"}, []string{"--region eu"}},
+		{`{"args_preview":"mysql -uroot -pSECRETM1 -e 'DELETE FROM t'","other":"mkdir -p /tmp/x"}`, []string{"SECRETM1"}, []string{"-uroot -p", "mkdir -p /tmp/x"}},
 		{`{"env":"AWS_SECRET_ACCESS_KEY=SECRETA1 AWS_REGION=eu","secret_key":"SECRETA2"}`, []string{"SECRETA1", "SECRETA2"}, []string{"AWS_REGION=eu"}},
 		// A word too common to be a secret's name before a colon in prose is
 		// one in a form, an environment and a header list.

@@ -22,6 +22,10 @@ var (
 	authScheme = regexp.MustCompile(`^(?i:bearer|basic|digest|token|negotiate)\s+`)
 	// urlPassword is a URL's userinfo password: scheme://user:password@.
 	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)([^@/\s]+)@`)
+	// mysqlPassword is the MySQL clients' attached password (-pSECRET, as
+	// their docs give it), on their command lines only: -p is a port or
+	// a parents flag elsewhere.
+	mysqlPassword = regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?\s-p)([^\s'"]+)`)
 	// privateKey is a PEM private key, whatever field holds it.
 	privateKey = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`)
 	// wholeLine names the headers whose value runs to the end of the line
@@ -39,8 +43,9 @@ func textSecret(name, sep string) bool {
 	return SecretField(name) && (!strings.Contains(sep, ":") || !ambiguous[nameNorm.Replace(strings.ToLower(name))])
 }
 
-// hinted reports whether s holds any substring a secret's name or a
-// URL's password needs: a value without one is passed over unscanned.
+// hinted reports whether s holds any substring a secret's name, a URL's
+// password or a MySQL client's needs: a value without one is passed over
+// unscanned.
 func hinted(s string) bool {
 	lower := bytes.ToLower([]byte(s))
 	for _, h := range secretHints {
@@ -48,7 +53,7 @@ func hinted(s string) bool {
 			return true
 		}
 	}
-	return false
+	return bytes.Contains(lower, []byte("mysql")) || bytes.Contains(lower, []byte("mariadb"))
 }
 
 // redactText returns s with the secrets it holds as text redacted, and
@@ -75,6 +80,9 @@ func redactText(s string) (string, bool) {
 	}
 	if r, ok := redactPairs(out); ok {
 		out, changed = r, true
+	}
+	if mysqlPassword.MatchString(out) {
+		out, changed = mysqlPassword.ReplaceAllString(out, "${1}"+RedactedValue), true
 	}
 	if urlPassword.MatchString(out) {
 		out, changed = urlPassword.ReplaceAllString(out, "${1}"+RedactedValue+"@"), true

@@ -59,7 +59,10 @@ type sallyport struct {
 	line    int64
 	paired  int64
 	orphans int64 // result rows without an intent row
-	dangle  int64 // intent rows without a result row
+	// gaps: rows whose prev_hash does not link (--skip-bad imports them);
+	// firstGap is the first one's line.
+	gaps, firstGap int64
+	dangle         int64 // intent rows without a result row
 }
 
 type spOpen struct {
@@ -70,11 +73,19 @@ type spOpen struct {
 func (d *sallyport) note() string {
 	return fmt.Sprintf("sallyport activity export: intent and result rows paired by session + tool + args_preview, each result with the newest open intent "+
 		"(Sallyport does not link them): %d paired, %d intents without a result (outcome unknown), %d results without an intent. "+
-		"Not recorded: delivery to the agent, idempotency keys, target status codes, full arguments (args_preview is bounded and redacted: "+
+		"Not recorded: delivery to the agent, idempotency keys, target status codes, full arguments (args_preview is bounded, and its secrets redacted: "+
 		"two actions with one preview are taken for one effect). prev_hash/this_hash links checked for continuity; "+
 		"the hashes themselves cannot be re-verified from an export (the sealed rows are not in it). "+
 		"Contracts are not recorded: GET/HEAD/OPTIONS previews are taken as read_only, everything else as blocked_after_unknown.",
-		d.paired, d.dangle, d.orphans)
+		d.paired, d.dangle, d.orphans) + d.gapNote()
+}
+
+// gapNote says where the chain breaks, if it does (--skip-bad).
+func (d *sallyport) gapNote() string {
+	if d.gaps == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The hash chain breaks %d times, first before line %d: rows are missing or reordered there (Sallyport's feed keeps its newest rows only), so an intent or a result of the rows around it may be missing: their suspects are incomplete.", d.gaps, d.firstGap)
 }
 
 func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
@@ -90,7 +101,20 @@ func (d *sallyport) decode(ctx context.Context, in *lines, k *sink) error {
 			d.prev = "" // the next row's link cannot be checked against this one
 			return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
 		}
+		// Sallyport bounds its previews but says they may still hold
+		// secrets (docs/06-audit.md): redacted as any imported text is.
+		ev.ArgsPreview = activity.RedactText(ev.ArgsPreview)
 		at, field, err := d.check(&ev)
+		var gap *brokenLink
+		if errors.As(err, &gap) && k.skip {
+			// --skip-bad: the row is whole, the rows before it are not
+			// all there. It is imported (the later row may be the second
+			// send of a suspect), and the gap is in the note.
+			if d.gaps++; d.firstGap == 0 {
+				d.firstGap = n
+			}
+			at, field, err = d.fields(&ev)
+		}
 		if err != nil {
 			return k.bad(n, field, err)
 		}
@@ -131,8 +155,20 @@ func (d *sallyport) check(ev *spEvent) (time.Time, string, error) {
 		d.prevSeq = *ev.Seq
 	}
 	if prev != "" && ev.PrevHash != prev {
-		return time.Time{}, "prev_hash", fmt.Errorf("does not link to the previous row's this_hash (seq %d): rows were removed, reordered or edited", prevSeq)
+		return time.Time{}, "prev_hash", &brokenLink{prevSeq}
 	}
+	return d.fields(ev)
+}
+
+// brokenLink: a row's prev_hash is not the previous row's this_hash.
+type brokenLink struct{ prevSeq int64 }
+
+func (b *brokenLink) Error() string {
+	return fmt.Sprintf("does not link to the previous row's this_hash (seq %d): rows were removed, reordered or edited", b.prevSeq)
+}
+
+// fields checks a row's required fields and reads its time.
+func (d *sallyport) fields(ev *spEvent) (time.Time, string, error) {
 	switch {
 	case ev.Seq == nil:
 		return time.Time{}, "seq", errors.New("missing")

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated fixtures and golden files")
@@ -127,4 +130,41 @@ func TestGenerateSallyportFixture(t *testing.T) {
 		t.Fatal("testdata/sallyport/activity.jsonl is stale: go test ./importer -run TestGenerate -update")
 	}
 	_ = time.Now
+}
+
+// A chain that breaks (a row removed: Sallyport's feed keeps its newest
+// rows) refuses the file; with --skip-bad the row after the gap, whole
+// itself, is imported (it may be a suspect's second send) and the note
+// says where the chain breaks. And previews lose their secrets.
+func TestSallyportChainGapAndSecrets(t *testing.T) {
+	gap := filepath.Join("testdata", "sallyport", "chain-gap.jsonl")
+	if _, err := Import(ctx, newStore(t), gap, Options{}); err == nil || !strings.Contains(err.Error(), "prev_hash") {
+		t.Fatalf("a broken chain: %v", err)
+	}
+	s := newStore(t)
+	rep, err := Import(ctx, s, gap, Options{SkipBad: true})
+	if err != nil || rep.Skipped != 0 || !strings.Contains(rep.Note, "The hash chain breaks 1 times, first before line 3") {
+		t.Fatalf("--skip-bad: %v %+v", err, rep)
+	}
+	sus, err := analyze.All(ctx, s, analyze.Options{})
+	if err != nil || len(sus) != 1 {
+		t.Fatalf("the row after the gap made no suspect: %d, %v", len(sus), err)
+	}
+	dir := t.TempDir()
+	s2, err := activity.Open(ctx, filepath.Join(dir, "s.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, s2, filepath.Join("testdata", "sallyport", "secret-previews.jsonl"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	for _, f := range []string{"s.db", "s.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		for _, secret := range []string{"Hunter2Secret", "sk_live_abcdef123456"} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds %s", f, secret)
+			}
+		}
+	}
 }
