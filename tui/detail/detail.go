@@ -253,8 +253,11 @@ func (m Model) swimlanes(height int) string {
 		b.WriteString(style.Render(cells.Clip(row, m.width)) + "\n")
 	}
 	if m.replaying && m.frame < len(frames) {
-		st := m.tl.States(frames[m.frame], report.Short)
-		b.WriteString(m.styles.Accent.Render(cells.Clip("states: "+strings.Join(st, "  "), m.width)) + "\n")
+		st := strings.Join(m.tl.States(frames[m.frame], report.Short), "  ")
+		if st == "" {
+			st = "no execution yet" // the call before its execution is accepted
+		}
+		b.WriteString(m.styles.Accent.Render(cells.Clip("states: "+st, m.width)) + "\n")
 	}
 	return b.String()
 }
