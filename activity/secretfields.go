@@ -24,7 +24,7 @@ var (
 		"token": true, "apikey": true, "authorization": true, "auth": true, "privatekey": true, "cookie": true,
 		"credential": true, "credentials": true, "clientsecret": true, "accesstoken": true, "refreshtoken": true,
 		"idtoken": true, "sessiontoken": true, "bearer": true, "passphrase": true, "otp": true, "cvv": true, "cvc": true,
-		"proxyauthorization": true}
+		"proxyauthorization": true, "mysqlpwd": true}
 	secretSuffixes = []string{"password", "passwd", "secret", "token", "apikey", "privatekey", "passphrase", "secretkey", "secretaccesskey"}
 	nameNorm       = strings.NewReplacer("-", "", "_", "")
 )

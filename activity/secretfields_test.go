@@ -36,6 +36,9 @@ func TestRedactSecretsWrittenAsText(t *testing.T) {
 		{`{"h":"Proxy-Authorization: Basic SECRETP2"}`, []string{"SECRETP2"}, nil},
 		{`{"cmd":"deploy --password SECRETF2 --region eu"}`, []string{"SECRETF2"}, []string{"--region eu"}},
 		{`{"args_preview":"mysql -uroot -pSECRETM1 -e 'DELETE FROM t'","other":"mkdir -p /tmp/x"}`, []string{"SECRETM1"}, []string{"-uroot -p", "mkdir -p /tmp/x"}},
+		{`{"a":"mysql -u root -p'S3 SECRETM2' db","b":"run mysql backup; then tar -pczf x.tgz dir","env":"MYSQL_PWD=SECRETM3"}`, []string{"SECRETM2", "SECRETM3"}, []string{"tar -pczf x.tgz dir"}},
+		{`{"cmd":"curl -H 'Cookie: a=1; session=SECRETC2' https://x.example/a","i":"  Cookie: theme=dark; sid=SECRETC3"}`, []string{"SECRETC2", "SECRETC3"}, []string{"https://x.example/a"}},
+		{`{"repr":"{'user': 'bob', 'pass': 'SECRETQ2'}"}`, []string{"SECRETQ2"}, []string{"'user': 'bob'"}},
 		{`{"env":"AWS_SECRET_ACCESS_KEY=SECRETA1 AWS_REGION=eu","secret_key":"SECRETA2"}`, []string{"SECRETA1", "SECRETA2"}, []string{"AWS_REGION=eu"}},
 		// A word too common to be a secret's name before a colon in prose is
 		// one in a form, an environment and a header list.

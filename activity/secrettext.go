@@ -25,7 +25,7 @@ var (
 	// mysqlPassword is the MySQL clients' attached password (-pSECRET, as
 	// their docs give it), on their command lines only: -p is a port or
 	// a parents flag elsewhere.
-	mysqlPassword = regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?\s-p)([^\s'"]+)`)
+	mysqlPassword = regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;&|]*?\s-p)('[^']*'|"[^"]*"|[^\s'";&|]+)`)
 	// privateKey is a PEM private key, whatever field holds it.
 	privateKey = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`)
 	// wholeLine names the headers whose value runs to the end of the line
@@ -38,9 +38,18 @@ var (
 )
 
 // textSecret reports whether a name found in text, before sep, says its
-// value is a secret.
-func textSecret(name, sep string) bool {
-	return SecretField(name) && (!strings.Contains(sep, ":") || !ambiguous[nameNorm.Replace(strings.ToLower(name))])
+// value is a secret: a quoted name is a key, not a word of prose.
+func textSecret(name, sep string, quoted bool) bool {
+	return SecretField(name) && (quoted || !strings.Contains(sep, ":") || !ambiguous[nameNorm.Replace(strings.ToLower(name))])
+}
+
+// headerAt reports whether the name at i starts a header: at a line's
+// start, after blanks or a quote ("curl -H 'Cookie: …'"), or after a
+// header flag; not a word of prose ("Card authorization: …").
+func headerAt(s string, i int) bool {
+	begin := strings.LastIndexAny(s[:i], "\r\n") + 1
+	before := strings.TrimRight(s[begin:i], " \t'\"")
+	return before == "" || strings.HasSuffix(before, "-H") || strings.HasSuffix(before, "--header")
 }
 
 // hinted reports whether s holds any substring a secret's name, a URL's
@@ -111,16 +120,21 @@ func redactPairs(s string) (string, bool) {
 		}
 		pos = m[1]
 		n := s[name:sep]
-		if len(n) < 3 || !textSecret(n, s[sep:m[1]]) { // no secret's name is shorter ("pwd")
+		quoted := name > 0 && (s[name-1] == '"' || s[name-1] == '\'')
+		if len(n) < 3 || !textSecret(n, s[sep:m[1]], quoted) { // no secret's name is shorter ("pwd")
 			continue
 		}
 		from := m[1]
 		to := valueEnd(s, from)
-		// A header line's value runs to its end ("Cookie: a=1; b=2"); not
-		// a word of prose ("Card authorization: failed for order 1234").
-		lineStart := name == 0 || s[name-1] == '\n' || s[name-1] == '\r'
-		if wholeLine[nameNorm.Replace(strings.ToLower(n))] && strings.Contains(s[sep:m[1]], ":") && lineStart {
+		// A header's value runs to its line's end ("Cookie: a=1; b=2"), or
+		// to the quote it is in; not a word of prose's.
+		if wholeLine[nameNorm.Replace(strings.ToLower(n))] && strings.Contains(s[sep:m[1]], ":") && headerAt(s, name) {
 			to = lineEnd(s, from)
+			if quoted {
+				if j := strings.IndexByte(s[from:to], s[name-1]); j >= 0 {
+					to = from + j
+				}
+			}
 		}
 		if to == from {
 			continue

@@ -243,7 +243,14 @@ func (c *Checker) settle(r *CheckResult) {
 		for _, x := range execs {
 			order = append(order, x)
 		}
-		slices.SortFunc(order, func(a, b *histExec) int { return cmp.Compare(a.seq, b.seq) })
+		// In time order, as the analysis reads calls (an import of an
+		// older log after a newer one gives older executions later seqs).
+		slices.SortFunc(order, func(a, b *histExec) int {
+			if c := a.at.Compare(b.at); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
 		// As the analysis groups calls: executions within the window of
 		// the first of their group are one group, walked apart from the
 		// next (two deploys a day apart are two intents, not one twice).

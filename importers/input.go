@@ -241,9 +241,10 @@ func decompressed(br *bufio.Reader, path string) (r io.Reader, kind string, done
 			return nil, "", nil, fmt.Errorf("%s: gzip: %w", path, err)
 		}
 		return gz, "gzip", func() { gz.Close() }, nil
-	case len(magic) >= 2 && magic[0] == 0x78 && bytes.IndexByte([]byte{0x01, 0x5e, 0x9c, 0xda}, magic[1]) >= 0:
-		// zlib (RFC 1950: CMF 0x78 and one of the four levels' FLG,
-		// no preset dictionary), as mitmproxy writes its .zhar.
+	case len(magic) >= 2 && magic[0] == 0x78 && bytes.IndexByte([]byte{0x01, 0x9c, 0xda}, magic[1]) >= 0:
+		// zlib (RFC 1950: CMF 0x78 and a level's FLG, no preset
+		// dictionary), as mitmproxy writes its .zhar; not 0x5e, "x^",
+		// which a text log may start with.
 		zr, err := zlib.NewReader(br)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("%s: zlib: %w", path, err)

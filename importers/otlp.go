@@ -629,7 +629,9 @@ func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span)
 		case isHTTPClient(s):
 			if p := up(s, func(p *span) bool { return toolClient(p) || isToolServer(p) }); p != nil && toolClient(p) {
 				client[s] = p
-				posts[p]++
+				if !nestedHTTP(s, byID) {
+					posts[p]++ // one request, however many instrumentations traced it
+				}
 			}
 		}
 	}
@@ -637,6 +639,14 @@ func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span)
 		c := client[s]
 		return c != nil && (below[s] || direct[c] > 0 && direct[c] >= posts[c])
 	}
+}
+
+// nestedHTTP reports whether an HTTP client span is under another: one
+// request two instrumentations traced (requests and urllib3, httpx and
+// httpcore), not a second send.
+func nestedHTTP(s *span, byID map[string]*span) bool {
+	p := byID[s.parent]
+	return p != nil && isHTTPClient(p)
 }
 
 // relayed marks the tool server spans that relay an outer one's call (an
@@ -724,6 +734,8 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 				used[s] = true
 			case toolClient(s) && under(s, srv) && tool(s) == tool(srv):
 				used[s] = true // the relay's call onward, whose far side is not in the trace
+			case isHTTPClient(s) && nestedHTTP(s, byID):
+				used[s] = true // the outer span is the send
 			case isHTTPClient(s) && transport(s):
 				used[s] = true
 			case (isHTTPClient(s) || isProcess(s)) && under(s, srv):
