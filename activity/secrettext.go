@@ -47,7 +47,11 @@ func textSecret(name, sep string, quoted bool) bool {
 // start, after blanks or a quote ("curl -H 'Cookie: …'"), or after a
 // header flag; not a word of prose ("Card authorization: …").
 func headerAt(s string, i int) bool {
-	begin := strings.LastIndexAny(s[:i], "\r\n") + 1
+	// Only the 64 bytes before it: a header's lead ("curl -H '") is
+	// short, and a scan back to the line's start for each name would make
+	// a long line of names quadratic.
+	from := max(i-64, 0)
+	begin := from + strings.LastIndexAny(s[from:i], "\r\n") + 1
 	before := strings.TrimRight(s[begin:i], " \t'\"")
 	return before == "" || strings.HasSuffix(before, "-H") || strings.HasSuffix(before, "--header")
 }
