@@ -70,13 +70,8 @@ func RedactSecretFields(args json.RawMessage) (json.RawMessage, bool) {
 	if err := dec.Decode(&v); err != nil {
 		return args, false
 	}
-	if s, ok := v.(string); ok { // arguments encoded twice: JSON in a string
-		r, ok := redactText(s)
-		if !ok {
-			return args, false
-		}
-		v = r
-	} else if !redact(v) {
+	v, changed := redactValue(v) // a string too: arguments encoded twice, JSON in a string
+	if !changed {
 		return args, false
 	}
 	out, err := json.Marshal(v)
@@ -86,9 +81,14 @@ func RedactSecretFields(args json.RawMessage) (json.RawMessage, bool) {
 	return out, true
 }
 
-func redact(v any) bool {
+// redactValue redacts v: a string as text, an object's secret-named
+// members and what the others hold, a list's elements. Objects and lists
+// change in place; a string's redaction is returned.
+func redactValue(v any) (any, bool) {
 	changed := false
 	switch x := v.(type) {
+	case string:
+		return redactText(x)
 	case map[string]any:
 		// A header as a name and a value ({"name": "Authorization",
 		// "value": "Bearer …"}: HAR, OTLP, many loggers).
@@ -104,24 +104,16 @@ func redact(v any) bool {
 				}
 				continue
 			}
-			if s, ok := e.(string); ok {
-				if r, ok := redactText(s); ok {
-					x[k], changed = r, true
-				}
-				continue
+			if r, ok := redactValue(e); ok {
+				x[k], changed = r, true
 			}
-			changed = redact(e) || changed
 		}
 	case []any:
 		for i, e := range x {
-			if s, ok := e.(string); ok {
-				if r, ok := redactText(s); ok {
-					x[i], changed = r, true
-				}
-				continue
+			if r, ok := redactValue(e); ok {
+				x[i], changed = r, true
 			}
-			changed = redact(e) || changed
 		}
 	}
-	return changed
+	return v, changed
 }

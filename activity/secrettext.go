@@ -80,7 +80,7 @@ func redactText(s string) (string, bool) {
 		dec.UseNumber()
 		var v any
 		if dec.Decode(&v) == nil && !dec.More() {
-			if !redact(v) {
+			if _, changed := redactValue(v); !changed {
 				return s, false
 			}
 			b, err := json.Marshal(v)

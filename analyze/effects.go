@@ -37,9 +37,18 @@ type effectIn struct {
 }
 
 func effectInOf(x *activity.Execution) effectIn {
-	return effectIn{id: x.ID, dispatched: x.State.Dispatched(), outcome: x.Outcome,
-		recordsOutcome: x.Records(activity.FactOutcome), recordsKey: x.Records(activity.FactIdempotencyKey),
-		recordsArgs: x.Records(activity.FactArguments), key: x.IdempotencyKey, created: x.Created, replayed: x.Replayed}
+	in := factsOf(x.ID, x.NotRecorded, x.IdempotencyKey, x.Created, x.Replayed)
+	in.dispatched, in.outcome = x.State.Dispatched(), x.Outcome
+	return in
+}
+
+// factsOf is what the walk reads of an execution beside its state: what
+// its source records, the key it was sent with, what its answer created
+// or replayed (the history checker reads them from its transitions' rows).
+func factsOf(id activity.ExecutionID, notRecorded []activity.Fact, key activity.Opt[string], created, replayed string) effectIn {
+	x := activity.Execution{NotRecorded: notRecorded} // the model's one rule for what a source records
+	return effectIn{id: id, recordsOutcome: x.Records(activity.FactOutcome), recordsKey: x.Records(activity.FactIdempotencyKey),
+		recordsArgs: x.Records(activity.FactArguments), key: key, created: created, replayed: replayed}
 }
 
 // effectWalk reads each execution of a suspect in order (add). Two

@@ -67,9 +67,8 @@ func (p pendingInfos) note(op Op) {
 func opOf(t *activity.TransitionRow, wasInfo bool) (Op, bool) {
 	op := Op{Index: t.Seq, Process: string(t.RunID), F: t.Tool, Value: t.EffectKey, Execution: t.ExecutionID,
 		ReadOnly: t.Contract == activity.ContractReadOnly, execSeq: t.ExecSeq, window: DefaultWindow,
-		facts: effectIn{id: t.ExecutionID, dispatched: true, key: t.IdempotencyKey, created: t.ExecCreated, replayed: t.ExecReplayed,
-			recordsOutcome: !slices.Contains(t.NotRecorded, activity.FactOutcome),
-			recordsKey:     !slices.Contains(t.NotRecorded, activity.FactIdempotencyKey), recordsArgs: !slices.Contains(t.NotRecorded, activity.FactArguments)}}
+		facts: factsOf(t.ExecutionID, t.NotRecorded, t.IdempotencyKey, t.ExecCreated, t.ExecReplayed)}
+	op.facts.dispatched = true // operations are dispatches and what followed them
 	if op.Process == "" {
 		op.Process = t.Actor
 	}

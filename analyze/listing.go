@@ -151,7 +151,7 @@ func (b *builder) finish(ctx context.Context, s *activity.Store, fill func([]*Ca
 	if len(b.ew.out) == 0 {
 		return nil, fmt.Errorf("group %s: no executions", b.g.key)
 	}
-	w := &walk{sus: sus, sources: b.names, eff: b.ew.out, ins: b.ew.in, unsignedN: 0}
+	w := &walk{sus: sus, sources: b.names, eff: b.ew.out, ins: b.ew.in}
 	w.pick(b.pair)
 	if err := b.calls(fill, w.i1, w.i2); err != nil {
 		return nil, err

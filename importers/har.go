@@ -288,11 +288,8 @@ type rpcRequest struct {
 
 // jsonRPCRequest reads a body that is one JSON-RPC request.
 func jsonRPCRequest(body string) (rpcRequest, bool) {
-	var m rpcRequest
-	if json.Unmarshal([]byte(body), &m) != nil || m.Method == "" || len(m.ID) == 0 {
-		return m, false
-	}
-	return m, true
+	m, ok := jsonRPCMessage([]byte(body))
+	return m, ok && m.Method != "" && len(m.ID) > 0
 }
 
 // rpcAnswer finds the JSON-RPC response to id in a body: one JSON message,

@@ -595,7 +595,7 @@ func isProcess(s *span) bool {
 // A server span with no dispatch under it, for a call the gateway already
 // dispatched (same agent tool call, or same tool and arguments), was
 // answered without acting: it attaches to that execution.
-// transportSpans returns the test for an HTTP span that carries an MCP
+// transportSpans learns which HTTP spans carry an MCP
 // client span's request (a relay's POST to /mcp, whose 200 only opens the
 // stream) to a far side the trace shows: not an action at a target, the
 // far side's own spans are. A POST is transport when a server span lies
@@ -604,7 +604,7 @@ func isProcess(s *span) bool {
 // as its POSTs; any other POST (one that timed out with nothing of the
 // server's under it) stays a send. Computed once per trace: a walk up
 // from each span, not a scan of the trace for each.
-func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span) bool) func(*span) bool {
+func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span) bool) transports {
 	up := func(s *span, stop func(*span) bool) *span {
 		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
 			if stop(p) {
@@ -635,11 +635,27 @@ func transportSpans(spans []*span, byID map[string]*span, toolClient func(*span)
 			}
 		}
 	}
-	return func(s *span) bool {
-		c := client[s]
-		return c != nil && (below[s] || direct[c] > 0 && direct[c] >= posts[c])
-	}
+	return transports{client: client, below: below, direct: direct, posts: posts}
 }
+
+// transports is what transportSpans learnt of a trace's HTTP spans.
+type transports struct {
+	client        map[*span]*span
+	below         map[*span]bool
+	direct, posts map[*span]int
+}
+
+// carries reports whether HTTP span s is transport to a traced far side.
+func (t transports) carries(s *span) bool {
+	c := t.client[s]
+	return c != nil && (t.below[s] || t.direct[c] > 0 && t.direct[c] >= t.posts[c])
+}
+
+// ofClient reports whether HTTP span s carries an MCP client's request.
+func (t transports) ofClient(s *span) bool { return t.client[s] != nil }
+
+// toolOf is the tool a span names in its attributes.
+func toolOf(s *span) string { return s.attr("gen_ai.tool.name", "mcp.tool.name") }
 
 // nestedHTTP reports whether an HTTP client span is under another: one
 // request two instrumentations traced (requests and urllib3, httpx and
@@ -656,13 +672,12 @@ func nestedHTTP(s *span, byID map[string]*span) bool {
 // them dispatched is its dispatch. A server span for another tool under
 // it is a call of its own (a tool that calls a tool).
 func relayed(spans []*span, under func(s, anc *span) bool, used map[*span]bool) {
-	tool := func(s *span) string { return s.attr("gen_ai.tool.name", "mcp.tool.name") }
 	for _, outer := range spans {
 		if !isToolServer(outer) || used[outer] {
 			continue
 		}
 		for _, s := range spans {
-			if s != outer && isToolServer(s) && tool(s) == tool(outer) && under(s, outer) {
+			if s != outer && isToolServer(s) && toolOf(s) == toolOf(outer) && under(s, outer) {
 				used[s] = true
 				for _, c := range spans {
 					if isToolClient(c) && under(c, outer) && under(s, c) {
@@ -705,15 +720,6 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 	toolClient := func(s *span) bool { return isToolClient(s) && !demoted[s] }
 	agentTool := func(s *span) bool { return isAgentTool(s) || demoted[s] }
 	transport := transportSpans(t.spans, byID, toolClient)
-	underClient := func(s *span) bool {
-		for p, hops := byID[s.parent], 0; p != nil && hops < 64; p, hops = byID[p.parent], hops+1 {
-			if toolClient(p) {
-				return true
-			}
-		}
-		return false
-	}
-	tool := func(s *span) string { return s.attr("gen_ai.tool.name", "mcp.tool.name") }
 	sort.SliceStable(t.spans, func(i, j int) bool { return t.spans[i].start.Before(t.spans[j].start) })
 	used := map[*span]bool{}
 	relayed(t.spans, under, used)
@@ -732,11 +738,11 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 			case agentTool(s) && under(srv, s):
 				agent = s
 				used[s] = true
-			case toolClient(s) && under(s, srv) && tool(s) == tool(srv):
+			case toolClient(s) && under(s, srv) && toolOf(s) == toolOf(srv):
 				used[s] = true // the relay's call onward, whose far side is not in the trace
 			case isHTTPClient(s) && nestedHTTP(s, byID):
 				used[s] = true // the outer span is the send
-			case isHTTPClient(s) && transport(s):
+			case isHTTPClient(s) && transport.carries(s):
 				used[s] = true
 			case (isHTTPClient(s) || isProcess(s)) && under(s, srv):
 				work = append(work, s)
@@ -764,7 +770,7 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 			d.agentOnly++ // the model asked for a tool; nothing of its call was traced
 		default:
 			d.other++
-			if isHTTPClient(s) && s.attr("http.response.status_code", "http.status_code") == "" && underClient(s) {
+			if isHTTPClient(s) && s.attr("http.response.status_code", "http.status_code") == "" && transport.ofClient(s) {
 				d.unserved++ // an MCP request's POST that got no answer and shows no server under it
 			}
 		}
