@@ -137,6 +137,7 @@ func (w *Tx) RecordCall(c Call) (Call, error) {
 	if err := w.requireRun(c.RunID); err != nil {
 		return c, fmt.Errorf("call %s: %w", c.ID, err)
 	}
+	c.Tool = RedactText(c.Tool)
 	var err error
 	if c.Arguments, err = canonicalRaw(c.Arguments); err != nil {
 		return c, fmt.Errorf("call %s: arguments: %w", c.ID, err)
@@ -177,6 +178,7 @@ func (w *Tx) Accept(e Execution) (Execution, error) {
 	if len(e.Arguments) == 0 {
 		e.Arguments = []byte("{}")
 	}
+	e.Target, e.Tool = RedactText(e.Target), RedactText(e.Tool)
 	var err error
 	if e.Arguments, err = canonicalRaw(e.Arguments); err != nil {
 		return e, fmt.Errorf("execution %s: arguments: %w", e.ID, err)
@@ -232,6 +234,7 @@ func (w *Tx) transition(e Execution, t Transition, byOperator bool) (Execution, 
 	if t.From == "" {
 		t.From = e.State
 	}
+	t.Reason = RedactText(t.Reason)
 	next := e
 	if err := next.Apply(t); err != nil {
 		return e, err

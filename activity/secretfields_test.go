@@ -44,6 +44,14 @@ func TestRedactSecretsWrittenAsText(t *testing.T) {
 		// one in a form, an environment and a header list.
 		{`{"summary":"pass: 3, fail: 0","form":"user=bob&pass=SECRETW1","env":"auth=SECRETW2","h":[{"name":"pass","value":"SECRETW3"}]}`,
 			[]string{"SECRETW1", "SECRETW2", "SECRETW3"}, []string{"pass: 3, fail: 0", "user=bob"}},
+		// Credentials services take in a URL's path: the public part before
+		// them stays, so two bots or two webhooks are still two targets.
+		{`{"url":"https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage","f":"/file/bot42:ABCDEFGHIJKLMNOPQRSTUVWXYZ_-12/doc.pdf"}`,
+			[]string{"AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, []string{"/bot123456789:", "/sendMessage", "/file/bot42:", "/doc.pdf"}},
+		{`{"hook":"POST https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX","d":"https://discord.com/api/webhooks/1234567890/AbCdEfGhIjKlMnOpQrStUvWxYz_0123456789-abcdefghijklmnopqrstuvwxyzABCDEF/slack"}`,
+			[]string{"XXXXXXXXXXXXXXXXXXXXXXXX", "AbCdEfGhIjKlMnOpQrStUvWxYz"}, []string{"/services/T00000000/B00000000/", "/api/webhooks/1234567890/", "/slack"}},
+		// Not credentials: a path with bot in a word, a short segment.
+		{`{"p":"/robots/bot-7/status","q":"/bots/9/run","s":"/services/Tokyo/Bay/x"}`, nil, []string{"/robots/bot-7/status", "/bots/9/run", "/services/Tokyo/Bay/x"}},
 		// Not secrets: an authorization id, a word of prose before a colon.
 		{`{"payment_authorization":"pa_123","note":"Card authorization: failed for order 1234"}`, nil, []string{"pa_123", "for order 1234"}},
 	} {

@@ -26,6 +26,15 @@ var (
 	// their docs give it), on their command lines only: -p is a port or
 	// a parents flag elsewhere.
 	mysqlPassword = regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;&|]*?\s-p)('[^']*'|"[^"]*"|[^\s'";&|]+)`)
+	// pathToken is a credential a service takes in its URL's path, where
+	// a proxy's request line records it: Telegram's bot token
+	// (/bot<id>:<secret>, core.telegram.org/bots/api "Making requests"),
+	// Slack's incoming webhook (/services/T…/B…/<secret>, api.slack.com
+	// "Sending messages using incoming webhooks"), Discord's webhook
+	// (/api/webhooks/<id>/<token>, discord.com/developers "Execute
+	// Webhook"). The public part before the secret is kept: two bots or
+	// two webhooks stay two targets.
+	pathToken = regexp.MustCompile(`(/bot[0-9]+:)[A-Za-z0-9_\-]{20,}|(/services/T[A-Z0-9]+/B[A-Z0-9]+/)[A-Za-z0-9]{16,}|(/api/webhooks/[0-9]+/)[A-Za-z0-9_.\-]{20,}`)
 	// privateKey is a PEM private key, whatever field holds it.
 	privateKey = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`)
 	// wholeLine names the headers whose value runs to the end of the line
@@ -66,7 +75,12 @@ func hinted(s string) bool {
 			return true
 		}
 	}
-	return bytes.Contains(lower, []byte("mysql")) || bytes.Contains(lower, []byte("mariadb"))
+	return bytes.Contains(lower, []byte("mysql")) || bytes.Contains(lower, []byte("mariadb")) || pathHinted(s)
+}
+
+// pathHinted reports whether s may hold a pathToken.
+func pathHinted(s string) bool {
+	return strings.Contains(s, "/bot") || strings.Contains(s, "/services/T") || strings.Contains(s, "/webhooks/")
 }
 
 // redactText returns s with the secrets it holds as text redacted, and
@@ -100,8 +114,14 @@ func redactText(s string) (string, bool) {
 	if urlPassword.MatchString(out) {
 		out, changed = urlPassword.ReplaceAllString(out, "${1}"+RedactedValue+"@"), true
 	}
+	if pathHinted(out) && pathToken.MatchString(out) {
+		out, changed = pathToken.ReplaceAllString(out, "${1}${2}${3}"+RedactedPath), true
+	}
 	return out, changed
 }
+
+// RedactedPath replaces a credential in a URL's path (pathToken).
+const RedactedPath = "[redacted]"
 
 // redactPairs redacts the value after every secret's name in s, one
 // match at a time.
@@ -197,7 +217,10 @@ func lineEnd(s string, i int) int {
 }
 
 // RedactText returns text a log states in words (an error message) with
-// the secrets it holds as text redacted.
+// the secrets it holds as text redacted. The store applies it to every
+// execution's target and tool, call's tool and transition's reason, so no
+// producer brings a URL's credential (a path's token, a userinfo
+// password, a query's secret-named value) into the log.
 func RedactText(s string) string {
 	r, _ := redactText(s)
 	return r

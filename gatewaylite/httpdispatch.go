@@ -193,8 +193,8 @@ func httpResult(resp *http.Response, body []byte) json.RawMessage {
 }
 
 // scrub removes anything credential-like from transport errors before they
-// are recorded (Go's errors quote the URL, which never carries secrets
-// here, but be certain).
+// are recorded or answered: Go's errors quote the URL, whose path may
+// hold a configured token (a Telegram bot's, a Slack webhook's).
 func scrub(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -209,7 +209,7 @@ func redactURL(s string) string {
 		return "(url)"
 	}
 	u.User, u.RawQuery = nil, ""
-	return u.String()
+	return activity.RedactText(u.String())
 }
 
 // newHTTPClient returns the client dispatches use. Redirects are not

@@ -1,9 +1,11 @@
 package importers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -477,5 +479,52 @@ upstream_status = { from = ["/st"], split = [",", " : "] }
 	}
 	if rep.Executions != 3 {
 		t.Errorf("%d executions from three tries in two groups, want 3", rep.Executions)
+	}
+}
+
+// TestCredentialsInRequestPaths: a proxy's request line records what a
+// service takes in its URL's path, a Telegram bot's token and a Slack
+// webhook's secret among them: none reaches the database, and two bots
+// stay two targets (the public id before the token is kept), so their
+// sends are not taken for one effect.
+func TestCredentialsInRequestPaths(t *testing.T) {
+	const botA, botB, hook = "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", "AAFzzzzzYYYYYxxxxxWWWWWvvvvvUUUUU01", "XXXXXXXXXXXXXXXXXXXXXXXX"
+	log := `10.0.0.5 - - [30/Nov/2026:10:00:00 +0000] "POST /bot123456789:` + botA + `/sendMessage HTTP/1.1" 504 0 "-" "python-httpx/0.27"
+10.0.0.5 - - [30/Nov/2026:10:00:01 +0000] "POST /bot987654321:` + botB + `/sendMessage HTTP/1.1" 200 12 "-" "python-httpx/0.27"
+10.0.0.5 - - [30/Nov/2026:10:00:02 +0000] "POST /services/T0AAAAAAA/B0BBBBBBB/` + hook + ` HTTP/1.1" 200 2 "-" "curl/8.5"
+`
+	dir := t.TempDir()
+	s, err := activity.Open(ctx, filepath.Join(dir, "t.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, s, writeFile(t, "access.log", []byte(log)), Options{Format: "nginx"}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+	if err != nil || len(ex) != 3 {
+		t.Fatalf("%d executions, %v", len(ex), err)
+	}
+	targets := map[string]bool{}
+	for _, e := range ex {
+		targets[e.Target] = true
+	}
+	for _, want := range []string{"/bot123456789:" + activity.RedactedPath + "/sendMessage", "/bot987654321:" + activity.RedactedPath + "/sendMessage",
+		"/services/T0AAAAAAA/B0BBBBBBB/" + activity.RedactedPath} {
+		if !targets[want] {
+			t.Errorf("no execution targets %s: %v", want, targets)
+		}
+	}
+	s.Close()
+	for _, name := range []string{"t.db", "t.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{botA, botB, hook} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds %s", name, secret)
+			}
+		}
 	}
 }
