@@ -119,21 +119,37 @@ type Cond struct {
 	Set  []string          `toml:"set"`
 	Like map[string]string `toml:"like"`
 	like map[string]*regexp.Regexp
+	// NotLike: pointers whose value must not match (an absent one
+	// passes): what a line holds when the request was sent, where the
+	// field that would say so outright may have been dropped by the
+	// operator (Traefik's ServiceURL beside its ServiceAddr).
+	NotLike map[string]string `toml:"not_like"`
+	notLike map[string]*regexp.Regexp
 }
 
 // compile reads the condition's regular expressions.
 func (c *Cond) compile(name string) error {
-	for p, expr := range c.Like {
+	var err error
+	if c.like, err = compileLike(name+".like", c.Like); err != nil {
+		return err
+	}
+	c.notLike, err = compileLike(name+".not_like", c.NotLike)
+	return err
+}
+
+func compileLike(name string, exprs map[string]string) (map[string]*regexp.Regexp, error) {
+	var out map[string]*regexp.Regexp
+	for p, expr := range exprs {
 		re, err := regexp.Compile(expr)
 		if err != nil {
-			return fmt.Errorf("%s.like %s: %w", name, p, err)
+			return nil, fmt.Errorf("%s %s: %w", name, p, err)
 		}
-		if c.like == nil {
-			c.like = map[string]*regexp.Regexp{}
+		if out == nil {
+			out = map[string]*regexp.Regexp{}
 		}
-		c.like[p] = re
+		out[p] = re
 	}
-	return nil
+	return out, nil
 }
 
 // Field is how one value is read.
@@ -620,6 +636,17 @@ func (c Cond) flagged(flags []string) bool {
 	return false
 }
 
+// contradicted reports whether doc holds a value one of the not_like
+// expressions matches: the line shows what the condition rules out.
+func (c Cond) contradicted(doc any) bool {
+	for p, re := range c.notLike {
+		if v, ok := pointer(doc, p); ok && v != nil && re.MatchString(scalar(v)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c Cond) holds(doc any, flags []string, status int) bool {
 	for p, want := range c.Where {
 		v, ok := pointer(doc, p)
@@ -642,7 +669,10 @@ func (c Cond) holds(doc any, flags []string, status int) bool {
 			return false
 		}
 	}
-	if len(c.Where)+len(c.Set)+len(c.Like) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
+	if c.contradicted(doc) {
+		return false
+	}
+	if len(c.Where)+len(c.Set)+len(c.Like)+len(c.NotLike) > 0 && len(c.Flags) == 0 && len(c.Status) == 0 {
 		return true
 	}
 	for _, f := range c.Flags {
@@ -970,8 +1000,11 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 	// Flags describe the last attempt: one that says it was not sent,
 	// beside one that says a send got no answer (Envoy's UC,UO) or that
 	// retries ran out (URX), leaves the sends unknown, not unsent.
-	notSent := m.NotSent.holds(doc, r.flags, r.status) && !m.NoAnswer.flagged(r.flags) ||
-		sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0 || m.Upstream.onlyGroupNames(ups)
+	// An upstream absent_is_empty says an absent one means nothing was
+	// sent, unless the line shows a send otherwise: an upstream's status,
+	// or what not_sent's not_like names (the operator dropped the field).
+	unrouted := sentRecorded && len(ups) == 0 && len(m.Upstream.From) > 0 && len(upStatus) == 0 && !m.NotSent.contradicted(doc)
+	notSent := m.NotSent.holds(doc, r.flags, r.status) && !m.NoAnswer.flagged(r.flags) || unrouted || m.Upstream.onlyGroupNames(ups)
 	switch {
 	case denied:
 		id, err := d.start(k, n, r, r.call)
