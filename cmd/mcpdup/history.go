@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
 )
@@ -17,6 +18,7 @@ import (
 type HistoryCmd struct {
 	Check  bool   `help:"Print the checker's counts instead of the operations."`
 	Output string `short:"o" enum:"jsonl,json,table" default:"jsonl" help:"Operations as JSON lines (jsonl, json is the same) or a table; with --check, the counts as json or a table."`
+	verifyFirst
 }
 
 func (c *HistoryCmd) Help() string {
@@ -29,6 +31,9 @@ completed), recovered and still-unknown ones.
 
 Exit 1 when the checker finds a duplicated effect or a lost invocation
 (as analyze --fail-on does), so a script or a chaos run can gate on it.
+The log and tables are verified beside it, as analyze does: the table and
+--check end with the integrity line (json: an integrity field), and a
+history computed from tables the signed log does not prove exits 1.
 
 Examples:
   mcpdup history --db ./gw.db > history.jsonl
@@ -43,23 +48,52 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	// Verified beside the history, as analyze does.
+	verified := make(chan error, 1)
+	var in audit.Integrity
+	go func() {
+		var err error
+		in, err = c.integrity(ctx, s)
+		verified <- err
+	}()
 	if !c.Check {
 		if c.Output == "table" {
-			return writeOpsTable(ctx, g.stdout, s)
+			err = writeOpsTable(ctx, g.stdout, s)
+		} else {
+			enc := json.NewEncoder(g.stdout)
+			err = analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
 		}
-		enc := json.NewEncoder(g.stdout)
-		return analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
+		if verr := <-verified; err == nil {
+			err = verr
+		}
+		if err == nil && c.Output == "table" {
+			_, err = fmt.Fprintf(g.stdout, "\nintegrity: %s\n", in.Text)
+		}
+		if err != nil {
+			return err
+		}
+		return warnTampered(g, "history", in)
 	}
 	res, err := analyze.Check(ctx, s)
+	if verr := <-verified; err == nil {
+		err = verr
+	}
 	if err != nil {
 		return err
 	}
 	if c.Output == "json" {
-		err = writeJSON(g.stdout, res)
+		err = writeJSON(g.stdout, struct {
+			analyze.CheckResult
+			Integrity audit.Integrity `json:"integrity"`
+		}{res, in})
 	} else {
 		writeCheckTable(g.stdout, res)
+		_, err = fmt.Fprintf(g.stdout, "\nintegrity: %s\n", in.Text)
 	}
 	if err != nil {
+		return err
+	}
+	if err := warnTampered(g, "history", in); err != nil {
 		return err
 	}
 	// Like analyze --fail-on: a script (CI, a chaos run) reads the exit code.

@@ -425,6 +425,10 @@ func TestTamperedTablesEveryCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Integrity: verified: log and tables through record") {
 		t.Fatalf("report on an untouched database: exit %d\n%s", code, out)
 	}
+	_, out, _ = mcpdup(t, "history", "--check", "-o", "json")
+	if json.Unmarshal([]byte(out), &res) != nil || res.Integrity.State != "verified" || !strings.Contains(out, `"duplicated"`) {
+		t.Fatalf("history --check on an untouched database: %+v\n%s", res.Integrity, out)
+	}
 
 	raw, err := sql.Open("sqlite", db)
 	if err != nil {
@@ -454,6 +458,16 @@ func TestTamperedTablesEveryCommand(t *testing.T) {
 	code, out, _ = mcpdup(t, "replay", res.Suspects[0].ID)
 	if code != 1 || !strings.Contains(out, "integrity: TAMPERED") {
 		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	// history, ops and checker alike (the demo's duplicates exit 1 too:
+	// the stderr line says which).
+	code, out, errs = mcpdup(t, "history", "--check")
+	if code != 1 || !strings.Contains(out, "integrity: TAMPERED") || !strings.Contains(errs, "does not prove") {
+		t.Fatalf("history --check: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, _, errs = mcpdup(t, "history")
+	if code != 1 || !strings.Contains(errs, "does not prove") {
+		t.Fatalf("history: exit %d\n%s", code, errs)
 	}
 	code, out, _ = mcpdup(t, "analyze", "--no-verify")
 	if code != 0 || !strings.Contains(out, "integrity: not checked") {
