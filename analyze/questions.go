@@ -425,6 +425,9 @@ func (w *walk) q3() Answer {
 		a.Answer, a.Finding = No, "outcome_unknown"
 		a.Evidence = w.evidence(e, obs, "outcome unknown")
 		a.Explanation = fmt.Sprintf("No: after dispatch no response came back%s; the target may or may not have acted.", parenthesised(obs.Reason))
+		if obs.TargetStatus.OK && obs.TargetStatus.V == 500 {
+			a.Explanation = fmt.Sprintf("No: after dispatch the target's answer does not say what it did%s; the target may or may not have acted.", parenthesised(obs.Reason))
+		}
 		w.resolution(e, &a)
 	default:
 		a.Answer, a.Finding, a.Missing = Unknown, "no_answer_shown", "the log does not record the target's response"

@@ -358,3 +358,45 @@ attach_window = "200ms"
 		t.Fatalf("the late repeat is not recorded as such: %+v", calls)
 	}
 }
+
+// TestServerErrorIsNoProofNothingHappened: a target that acted and then
+// answered 500 (a server failing part way; Stripe: "treat a 500 as
+// indeterminate") leaves the outcome unknown. The agent is told so, and
+// its retry is resent under the same Idempotency-Key (the target answers
+// from its first execution) or blocked for an operator, never a fresh
+// send: the target acts once. On the old rule a 500 was a failure and the
+// retry a new execution with a new key: a second effect.
+func TestServerErrorIsNoProofNothingHappened(t *testing.T) {
+	for _, c := range []struct {
+		tool  string
+		args  map[string]any
+		final activity.State
+	}{
+		{"deploy_release", map[string]any{"service": "billing", "version": "5.0.0"}, activity.StateDelivered},
+		{"charge_card", map[string]any{"amount": 12, "card_token": secretValue}, activity.StatePendingVerification},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			h := newHarness(t, "")
+			cs := h.connect(loopback.ProtocolStateless, false)
+			h.target.ErrorAfterActing(1)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := execMeta(t, res); m["state"] == "failed" || m["retry_safe"] == true {
+				t.Fatalf("after a 500 the agent was told %v: %s", m, resultText(res))
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args}); err != nil {
+				t.Fatal(err)
+			}
+			if n := h.target.Total(); n != 1 {
+				t.Fatalf("the target acted %d times", n)
+			}
+			es := h.executions(c.tool)
+			if len(es) != 1 {
+				t.Fatalf("%d executions: %s", len(es), h.path(es[0].ID))
+			}
+			h.waitState(es[0].ID, c.final)
+		})
+	}
+}

@@ -28,6 +28,16 @@ type Target struct {
 	hold    chan struct{}
 	delay   time.Duration
 	fail    int // answer this many more actions 503 without acting
+	broken  int // answer this many more actions 500 after acting
+}
+
+// ErrorAfterActing makes the next n actions act, then answer 500: a
+// server that failed after its side effect (the effect and its key's
+// answer are kept, as a keyed API's are once it began executing).
+func (t *Target) ErrorAfterActing(n int) {
+	t.mu.Lock()
+	t.broken = n
+	t.mu.Unlock()
 }
 
 // FailNext makes the next n actions answer 503 without acting: a known
@@ -134,11 +144,19 @@ func (t *Target) act(w http.ResponseWriter, r *http.Request) {
 		t.byKey[key], t.keyed[key] = answer, intent
 	}
 	hold, delay := t.hold, t.delay
+	broken := t.broken > 0
+	if broken {
+		t.broken--
+	}
 	t.mu.Unlock()
 	if hold != nil {
 		<-hold
 	}
 	time.Sleep(delay)
+	if broken {
+		http.Error(w, `{"error":"internal server error"}`, http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(answer.status)
 	w.Write(answer.body)
