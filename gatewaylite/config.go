@@ -321,6 +321,9 @@ func (c *Config) normaliseSSHTool(t *ToolConfig, field func(string) string) erro
 		return fmt.Errorf("%s: %q is not a contract", field("contract"), t.Contract)
 	}
 	t.Method = "exec"
+	if err := placeholdersFingerprinted(t, t.Command...); err != nil {
+		return errors.New(field("command") + err.Error())
+	}
 	setDefault(&t.AttachWindow, DefaultAttachWindow)
 	setDefault(&t.Timeout, DefaultTimeout)
 	if t.InputSchema == "" {
@@ -393,6 +396,27 @@ func (c *Config) normaliseTool(t *ToolConfig, seen map[string]bool) error {
 	for _, m := range placeholderRE.FindAllStringSubmatch(t.URL, -1) {
 		if slices.Contains(t.SecretArgs, m[1]) {
 			return fmt.Errorf("%s: secret argument {%s} must not appear in the URL (URLs are logged)", field("url"), m[1])
+		}
+	}
+	if err := placeholdersFingerprinted(t, t.URL); err != nil {
+		return errors.New(field("url") + err.Error())
+	}
+	return nil
+}
+
+// placeholdersFingerprinted refuses a template argument a written
+// fingerprint leaves out: it names the target (an order's refund, a
+// host's service), so two calls that differ only there would be one
+// intent, the second answered from the first and never sent.
+func placeholdersFingerprinted(t *ToolConfig, templates ...string) error {
+	if len(t.Fingerprint) == 0 {
+		return nil // every argument is fingerprinted
+	}
+	for _, tmpl := range templates {
+		for _, m := range placeholderRE.FindAllStringSubmatch(tmpl, -1) {
+			if !slices.Contains(t.Fingerprint, m[1]) {
+				return fmt.Errorf(": placeholder {%s} is not in fingerprint: two calls that differ only in %s would be one intent, the second answered from the first and never sent; add %q to fingerprint", m[1], m[1], m[1])
+			}
 		}
 	}
 	return nil

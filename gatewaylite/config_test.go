@@ -34,6 +34,24 @@ credential_ref = "nope"`: "tool x: credential_ref: no [credential.nope]",
 name = "x"
 url = "http://h/{card}"
 secret_args = ["card"]`: "secret argument {card} must not appear in the URL",
+		// A placeholder names the target: left out of a written
+		// fingerprint, two orders' refunds would be one intent.
+		minimalActor + `[[tool]]
+name = "refund"
+url = "http://h/v1/orders/{order}/refund"
+fingerprint = ["amount"]`: `tool refund: url: placeholder {order} is not in fingerprint`,
+		minimalActor + `[credential.k]
+key_file = "/dev/null"
+
+[[tool]]
+name = "restart"
+channel = "ssh"
+credential_ref = "k"
+host = "h:22"
+user = "ops"
+host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGj0Ob6kfaBmIeqpT1m1w4n3fBfEo1qfpPf7QDHkz3dY"
+command = ["systemctl", "restart", "{service}"]
+fingerprint = ["reason"]`: `placeholder {service} is not in fingerprint`,
 		minimalActor + `[[tool]]
 name = "x"
 url = "http://h/x"
