@@ -416,7 +416,7 @@ func (s *Store) ImportedRequests(ctx context.Context, id string, except SourceID
 	if len(id) < MinRequestID {
 		return nil, nil
 	}
-	return queryAll(ctx, s, "requests imported under a request id", scanImportedRequest, `SELECT c.received_at, e.method, e.target,
+	return queryAll(ctx, s, "requests imported under a request id", scanImportedRequest, `SELECT c.received_at, e.method, e.target, COALESCE(e.target_status, 0),
 			(SELECT MAX(t.at) FROM transitions t WHERE t.execution_id = e.id
 				AND t.to_state NOT IN ('pending_verification', 'verified', 'rejected_by_operator'))
 		FROM calls c JOIN executions e ON e.id = c.execution_id
@@ -427,7 +427,7 @@ func scanImportedRequest(row rowScanner) (ImportedRequest, error) {
 	var r ImportedRequest
 	var start string
 	var end sql.NullString
-	if err := row.Scan(&start, &r.Method, &r.Target, &end); err != nil {
+	if err := row.Scan(&start, &r.Method, &r.Target, &r.Status, &end); err != nil {
 		return r, err
 	}
 	var err error

@@ -1345,7 +1345,7 @@ func testImportedRequestsByRequestID(t *testing.T, eng activitytest.Engine) {
 		if err != nil {
 			return err
 		}
-		want := []activity.ImportedRequest{{Start: start, End: end, Method: "POST", Target: "payments:8000/v1/payments"}}
+		want := []activity.ImportedRequest{{Start: start, End: end, Method: "POST", Target: "payments:8000/v1/payments", Status: 201}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("other imports than b: %v, want %v", got, want)
 		}

@@ -159,6 +159,7 @@ const MinRequestID = 16
 type ImportedRequest struct {
 	Start, End     time.Time
 	Method, Target string
+	Status         int // the target's status, 0 if none was recorded
 }
 
 // ImportedRequests is Store.ImportedRequests, for an import in progress:

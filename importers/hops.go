@@ -38,6 +38,9 @@ type hop struct {
 	// coarse: its time was logged in whole seconds (nginx's
 	// $time_local), so it happened up to a second later than it shows.
 	coarse bool
+	// status is the line's answer (0: none): an outer hop that answered
+	// 2xx relayed an inner hop's 2xx.
+	status int
 }
 
 // hopIndex remembers recent requests by their proxy request id.
@@ -46,24 +49,28 @@ type hopIndex struct {
 }
 
 // seenAt reports whether h is the request id's earlier line seen again at
-// another hop, and remembers h otherwise.
-func (x *hopIndex) seenAt(id string, h hop) bool {
+// another hop, or the very line again (again: every field the same, as a
+// log shipper that delivers at least once writes it twice), and
+// remembers h otherwise.
+func (x *hopIndex) seenAt(id string, h hop) (seen, again bool) {
 	if len(id) < activity.MinRequestID {
-		return false
+		return false, false
 	}
 	if x.cur == nil {
 		x.cur = map[string]hop{}
 	}
 	for _, m := range []map[string]hop{x.cur, x.prev} {
-		if o, ok := m[id]; ok && twoProxies(h, o) && sameSend(h, o) {
-			return true
+		if o, ok := m[id]; ok && o == h {
+			return true, true
+		} else if ok && twoProxies(h, o) && sameSend(h, o) {
+			return true, false
 		}
 	}
 	if len(x.cur) == maxHops {
 		x.prev, x.cur = x.cur, map[string]hop{}
 	}
 	x.cur[id] = h
-	return false
+	return false, false
 }
 
 // importedHop reports whether a file imported before this one holds h's
@@ -103,7 +110,7 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 	for _, o := range imported {
 		// The other proxy may name the host otherwise (a front proxy's
 		// public name, a sidecar's service name): the path must agree.
-		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target), coarse: coarseStored(o.Start, o.End)}
+		other := hop{start: o.Start, end: o.End, method: o.Method, path: targetPath(o.Target), coarse: coarseStored(o.Start, o.End), status: o.Status}
 		if sameSend(h, other) {
 			return true, o.Target == target && o.Start.Equal(h.start) && o.End.Equal(h.end), nil
 		}
@@ -141,10 +148,23 @@ const hopSlack = 5 * time.Millisecond
 const msTruncation = 2 * time.Millisecond
 
 // sameSend reports whether two lines under one request id are one send
-// seen at two proxies: the same method and path, one within the other.
+// seen at two proxies: the same method and path, one within the other,
+// and answers the outer could have relayed from the inner.
 func sameSend(a, b hop) bool {
-	return a.method == b.method && a.path == b.path && (within(a, b) || within(b, a))
+	return a.method == b.method && a.path == b.path && (within(a, b) && relays(b, a) || within(b, a) && relays(a, b))
 }
+
+// relays reports whether the outer hop's answer could be the inner's: an
+// outer 2xx passed on an inner 2xx. An inner hop that got no answer, or
+// saw its client (the outer proxy) leave, or was refused, makes the outer
+// answer an error, not a success: a short refused line inside a success
+// under one request id is a client's resend reusing the id (ingress-nginx
+// keeps a client's X-Request-ID), two sends.
+func relays(outer, inner hop) bool {
+	return !success(outer.status) || success(inner.status)
+}
+
+func success(status int) bool { return status >= 200 && status < 300 }
 
 // within reports whether a lies inside b's time. The two must also
 // overlap (but for truncation): a short line that ended before b began is

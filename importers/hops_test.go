@@ -103,6 +103,14 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 `
 	podSidecar := `{"authority":"tickets.example.com","bytes_received":212,"bytes_sent":87,"connection_termination_details":null,"downstream_local_address":"10.244.1.5:8080","downstream_remote_address":"10.244.0.30:51234","duration":2480,"method":"POST","path":"/v1/tickets","protocol":"HTTP/1.1","request_id":"9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f","requested_server_name":null,"response_code":201,"response_code_details":"via_upstream","response_flags":"-","route_name":"default","start_time":"2026-11-28T11:00:05.010Z","upstream_cluster":"inbound|8080||","upstream_host":"10.244.1.5:8080","upstream_local_address":"127.0.0.6:40001","upstream_service_time":"2478","upstream_transport_failure_reason":null,"user_agent":"ops-agent/2.1","x_forwarded_for":"10.0.4.12"}
 `
+	// Two Envoy replicas' files: a send reset after 2 ms (503 UC), and the
+	// client's resend 1 ms later through the other replica under the
+	// same x-request-id (kept from the client), answered 201: the refused
+	// line lies within the success's time, but a 201 relays no reset.
+	replicaA := `[2026-03-10T09:15:04.200Z] "POST /v1/deployments HTTP/1.1" 503 UC 312 95 2 - "10.8.0.21" "agent-runner/1.4" "9e7c1d2a-0b3f-4c55-8a61-2f4d9e0c7b13" "deploy-api" "10.8.3.14:8080"
+`
+	replicaB := `[2026-03-10T09:15:04.201Z] "POST /v1/deployments HTTP/1.1" 201 - 312 140 38 37 "10.8.0.21" "agent-runner/1.4" "9e7c1d2a-0b3f-4c55-8a61-2f4d9e0c7b13" "deploy-api" "10.8.3.14:8080"
+`
 	rootFacade := strings.Replace(facade, "/v1/payments", "/rpc/", 1)
 	rootService := strings.Replace(service, "/payments", "/", 1)
 	resolve := func(t *testing.T, s *activity.Store) {
@@ -131,6 +139,8 @@ func TestRequestLoggedInTwoFilesIsOneSend(t *testing.T) {
 		{"a root path under the propagated id", []string{rootFacade, rootService}, 2, "", nil},
 		{"ingress-nginx at the edge, then the target's sidecar", []string{ingress, podSidecar}, 1, "logged again by another proxy", nil},
 		{"the target's sidecar, then ingress-nginx at the edge", []string{podSidecar, ingress}, 1, "logged again by another proxy", nil},
+		{"a reset, then the client's resend under its request id through another replica", []string{replicaA, replicaB}, 2, "", nil},
+		{"the resend's replica first", []string{replicaB, replicaA}, 2, "", nil},
 		// The operator's resolution, later, is no part of the first
 		// request's time: the resend after it is a send.
 		{"the first resolved by an operator, then the resend's file", []string{first, resend}, 2, "", resolve},

@@ -704,6 +704,7 @@ type mapped struct {
 	hops                           hopIndex
 	hopLines                       int64 // a request seen again by another proxy it crossed
 	againLines                     int64 // lines an earlier import holds already (overlapping exports of one log)
+	repeatLines                    int64 // lines this file holds twice (a shipper's second delivery)
 	mcpCalls                       int64 // MCP tool calls through the proxy
 	noise, firstNoise              int64 // text lines no line format reads, and the first's number
 	withArgs                       int64 // records whose arguments the log holds
@@ -723,6 +724,9 @@ func (d *mapped) note() string {
 	}
 	if d.againLines > 0 {
 		n += fmt.Sprintf(", %d lines a file imported before holds already (the same request id, target and times), not imported again", d.againLines)
+	}
+	if d.repeatLines > 0 {
+		n += fmt.Sprintf(", %d lines repeat an earlier line of this file (the same request id, target, times, upstream and status: a log shipper's second delivery), not imported again", d.repeatLines)
 	}
 	if d.mcpUnknown > 0 {
 		n += fmt.Sprintf(", %d MCP messages whose method the log does not show (not imported: a tool call cannot be told from initialize or tools/list; log the Mcp-Method header or the request body to see them", d.mcpUnknown)
@@ -788,7 +792,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		k.count()
 		return nil
 	})
-	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && k.held == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
+	if err == nil && d.records == 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && d.repeatLines == 0 && k.held == 0 && d.ignored == 0 && k.rep.Skipped == 0 && k.rep.Noise > 0 {
 		// Every line passed over: another format, or a log_format of the
 		// operator's own, not an empty log.
 		read := "JSON with this mapping's keys"
@@ -797,7 +801,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 		}
 		return fmt.Errorf("%s: none of its %d lines is a %s record (%s); give the right --format, or --mapping FILE for a log format of your own", k.file, k.rep.Noise, d.m.Name, read)
 	}
-	if err == nil && d.records == 0 && d.ignored > 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && k.held == 0 && k.rep.Skipped == 0 {
+	if err == nil && d.records == 0 && d.ignored > 0 && d.mcpOther == 0 && d.mcpUnknown == 0 && d.hopLines == 0 && d.againLines == 0 && d.repeatLines == 0 && k.held == 0 && k.rep.Skipped == 0 {
 		// Every record lacks what match names: a pointer mistyped
 		// (/rpc/param/name), not a log without a call.
 		return fmt.Errorf("%s: none of its %d records has %s, which the mapping's match requires; check the pointer against a line of the file (a log with no such record has nothing to import)", k.file, d.ignored, d.m.Match)
@@ -922,11 +926,16 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p}
+	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p, status: r.status}
 	if len(rid) >= activity.MinRequestID { // only such ids are matched across hops
 		h.via, h.upstream, h.coarse = m.Via.value(doc), strings.Join(m.Upstream.values(doc), ","), coarseTime(m.Time.value(doc), logged)
 	}
-	seen, again := d.hops.seenAt(rid, h), false
+	seen, repeat := d.hops.seenAt(rid, h)
+	again := false
+	if repeat {
+		d.repeatLines++
+		return nil
+	}
 	if !seen {
 		if seen, again, err = k.importedHop(rid, r.target, h); err != nil {
 			return err
