@@ -39,6 +39,11 @@ func (w *Tx) Resolve(r Resolution) (Execution, error) {
 	if err := CheckTransition(e.ID, e.Contract, e.State, r.Outcome.State()); err != nil {
 		return e, err
 	}
+	if r.Source.IsZero() {
+		if err := w.sealable("resolve " + string(e.ID)); err != nil {
+			return e, err
+		}
+	}
 	if r.At.IsZero() {
 		r.At = w.now
 	}
@@ -55,10 +60,26 @@ func (w *Tx) Resolve(r Resolution) (Execution, error) {
 		Reason: fmt.Sprintf("%s by %s: %s", r.Outcome, r.Operator, r.Note), Source: r.Source}, true)
 }
 
+// sealable refuses an operator's decision on a store that cannot seal it.
+// The store seals a decision as soon as it commits it, so what the
+// gateway and every reader act on rests on a signed record; one written
+// without the key would stay unsealed, until whoever next opens the store
+// with the key sealed it as though it had been checked (a forged
+// resolution made valid by the next export).
+func (w *Tx) sealable(what string) error {
+	if w.s.signer != nil {
+		return nil
+	}
+	return fmt.Errorf("%s: an operator's decision is sealed as it is written, and this host cannot sign for %s (%v): nothing was written; run it where the store's signing key is (--key-dir)", what, w.s.origin, w.s.keyErr)
+}
+
 // SetVault locks or unlocks the vault, recording who and why.
 func (w *Tx) SetVault(locked bool, operator, reason string) error {
 	if operator == "" {
 		return errors.New("vault: operator is required")
+	}
+	if err := w.sealable("vault"); err != nil {
+		return err
 	}
 	ev := VaultEvent{Locked: locked, Operator: operator, Reason: reason, At: w.now}
 	rec, err := w.append(KindVault, ev)
@@ -104,6 +125,9 @@ func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note strin
 	}
 	if operator == "" {
 		return a, fmt.Errorf("approval %s: operator is required", id)
+	}
+	if err := w.sealable("approval " + id); err != nil {
+		return a, err
 	}
 	a.State, a.DecidedAt, a.Operator, a.Note = state, Some(w.now), operator, note
 	rec, err := w.append(KindApproval, a)

@@ -181,6 +181,40 @@ func parseHead(b []byte) (seq int64, prev tlog.Hash, after []byte, err error) {
 	return seq, prev, rest[b64Len+1:], nil
 }
 
+// DecisionRecord reports whether canonical is an operator's decision (a
+// resolution, the vault, an approval answered), which the store seals as
+// it writes it (Tx.sealable), and of which kind. It reads the kind where
+// the layout puts it, just after the time, so a scan of every record
+// pays a few bytes each.
+func DecisionRecord(canonical []byte) (Kind, bool) {
+	_, _, after, err := parseHead(canonical)
+	if err != nil {
+		return "", false
+	}
+	head := after[:min(len(after), 80)]
+	i := bytes.Index(head, []byte(`"kind":"`))
+	if i < 0 {
+		return "", false
+	}
+	rest := head[i+len(`"kind":"`):]
+	switch {
+	case bytes.HasPrefix(rest, []byte(KindResolution+`"`)):
+		return KindResolution, true
+	case bytes.HasPrefix(rest, []byte(KindVault+`"`)):
+		return KindVault, true
+	case bytes.HasPrefix(rest, []byte(KindApproval+`"`)):
+		rec, err := ParseRecord(canonical)
+		if err != nil {
+			return "", false
+		}
+		var a struct {
+			State ApprovalState `json:"state"`
+		}
+		return KindApproval, json.Unmarshal(rec.Data, &a) == nil && a.State != ApprovalPending
+	}
+	return "", false
+}
+
 // ParseRecord reads a record's envelope without checking that its bytes
 // are canonical: for records whose bytes were already verified against
 // the chain (an export being imported). Bytes and Hash are not set.

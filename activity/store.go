@@ -113,28 +113,30 @@ type Store struct {
 	origin string
 	opts   Options
 
-	signer     note.Signer // nil when this host has no key for the origin
-	vkey       string
-	keyErr     error    // why signer is nil
-	stmts      sync.Map // query → *sql.Stmt on the writer connection
-	knownRuns  sync.Map // RunID → true: runs committed, so requireRun skips a query
-	rstmts     sync.Map // query → *sql.Stmt on the reader pool
-	proven     sync.Map // seq → provenLeaf: records proven into the signed log
-	rootCache  sync.Map // checkpoint note → signedTree whose signature verified
-	witness    witnessTail
-	wc         writerCache // the committer's; see writercache.go
-	edgeMu     sync.Mutex
-	edge       Edge  // tree edge after this process's last commit
-	edgeSize   int64 // log size edge describes; -1: none
-	sealMu     sync.Mutex
-	sealAsked  atomic.Bool // a writer found sealMu held and went on (sealIfDue)
-	sealedHook func()      // tests: runs after a seal commits, sealMu held
-	tail       tailState
-	closeOnce  sync.Once
-	stop       chan struct{}
-	closing    chan struct{}  // closed when Close starts: no new writes
-	writes     chan *writeReq // to the committer
-	committer  sync.WaitGroup
+	signer note.Signer // nil when this host has no key for the origin
+	vkey   string
+	keyErr error // why signer is nil
+	// recoveredDecisions: operator decisions Open's recovery seal signed.
+	recoveredDecisions []int64
+	stmts              sync.Map // query → *sql.Stmt on the writer connection
+	knownRuns          sync.Map // RunID → true: runs committed, so requireRun skips a query
+	rstmts             sync.Map // query → *sql.Stmt on the reader pool
+	proven             sync.Map // seq → provenLeaf: records proven into the signed log
+	rootCache          sync.Map // checkpoint note → signedTree whose signature verified
+	witness            witnessTail
+	wc                 writerCache // the committer's; see writercache.go
+	edgeMu             sync.Mutex
+	edge               Edge  // tree edge after this process's last commit
+	edgeSize           int64 // log size edge describes; -1: none
+	sealMu             sync.Mutex
+	sealAsked          atomic.Bool // a writer found sealMu held and went on (sealIfDue)
+	sealedHook         func()      // tests: runs after a seal commits, sealMu held
+	tail               tailState
+	closeOnce          sync.Once
+	stop               chan struct{}
+	closing            chan struct{}  // closed when Close starts: no new writes
+	writes             chan *writeReq // to the committer
+	committer          sync.WaitGroup
 	// walReset asks the committer to reset the WAL (checkpointStep).
 	walReset  atomic.Bool
 	pageBytes atomic.Int64 // the database's page size, once read
@@ -192,11 +194,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// commit and its seal) are sealed now, and the checkpoint says so.
 		// Not on PostgreSQL: there the tail may be a live replica's.
 		if n, _, err := s.unsealed(ctx); err == nil && n > 0 && !s.pg {
-			if _, err := s.Seal(ctx, SealRecovery); err != nil {
+			cp, err := s.Seal(ctx, SealRecovery)
+			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("open %s: seal %d records left unsealed: %w", s.path, n, err)
 			}
 			s.recovered = n
+			if s.recoveredDecisions, err = s.decisionsIn(ctx, cp.Size-n, cp.Size); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("open %s: read the records left unsealed: %w", s.path, err)
+			}
 		}
 		s.stopped.Add(1)
 		go s.sealLoop()
@@ -207,6 +214,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // Recovered is how many records an earlier writer had left unsealed that
 // Open sealed (reason "recovery"): a crash, to be said.
 func (s *Store) Recovered() int64 { return s.recovered }
+
+// RecoveredDecisions are the operator decisions among them: the store
+// seals a decision as it writes it and writes none without the key, so
+// each was written behind its back or by a writer that crashed between
+// its commit and its seal. audit verify names them too.
+func (s *Store) RecoveredDecisions() []int64 { return s.recoveredDecisions }
+
+// decisionsIn returns the operator decisions among records from..to-1.
+func (s *Store) decisionsIn(ctx context.Context, from, to int64) ([]int64, error) {
+	var out []int64
+	stop := errors.New("past the range")
+	err := s.ScanLog(ctx, from, func(seq int64, canonical, _ []byte) error {
+		if seq >= to {
+			return stop
+		}
+		if _, ok := DecisionRecord(canonical); ok {
+			out = append(out, seq)
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		err = nil
+	}
+	return out, err
+}
 
 // WitnessPath is the file the store appends its checkpoints to.
 func (s *Store) WitnessPath() string {

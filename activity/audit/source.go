@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -86,7 +88,37 @@ func VerifyStore(ctx context.Context, s *activity.Store, opts Options) (*Report,
 	if err := v.checkSealingPolicy(ctx, s); err != nil {
 		return nil, err
 	}
+	v.recovered = sealedByRecovery(v.decisions, stored)
 	return v.report(s.Path(), opts.Key), nil
+}
+
+// sealedByRecovery returns the decisions whose first checkpoint is a
+// recovery seal's (Open sealing a tail an earlier writer left).
+func sealedByRecovery(decisions []decision, stored []activity.StoredCheckpoint) []int64 {
+	var out []int64
+	for _, d := range decisions {
+		i, _ := slices.BinarySearchFunc(stored, d.seq+1, func(c activity.StoredCheckpoint, size int64) int { return cmp.Compare(c.Size, size) })
+		if i < len(stored) && stored[i].Reason == string(activity.SealRecovery) {
+			out = append(out, d.seq)
+		}
+	}
+	return out
+}
+
+// seqList writes record numbers, the first ten.
+func seqList(seqs []int64) string {
+	var b strings.Builder
+	for i, s := range seqs {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more", len(seqs)-10)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, s)
+	}
+	return b.String()
 }
 
 // The store's own sealing policy, with room for a slow writer: a tail
@@ -106,6 +138,7 @@ func (v *verifier) checkSealingPolicy(ctx context.Context, s *activity.Store) er
 	if tail <= 0 || v.verifiers == nil {
 		return nil
 	}
+	v.checkDecisions()
 	first, ferr := recordTime(ctx, s, v.sealed)
 	last, lerr := recordTime(ctx, s, v.pos-1)
 	if err := errors.Join(ferr, lerr); err != nil {
@@ -120,6 +153,26 @@ func (v *verifier) checkSealingPolicy(ctx context.Context, s *activity.Store) er
 		v.problem(CheckSealed, "unsealed_beyond_policy", v.sealed, "records %d..%d (%d records over %s) are signed by no checkpoint, more than the sealing policy ever leaves", v.sealed, v.pos-1, tail, span.Round(time.Second))
 	}
 	return nil
+}
+
+// decisionGrace is how long a decision may show unsealed: the store
+// seals it right after its commit, and a reader may look in between.
+const decisionGrace = 10 * time.Second
+
+// checkDecisions reports the operator decisions no verified checkpoint
+// covers, once past decisionGrace (either way: a record dated ahead
+// would never be): the store seals a decision as it writes it, and
+// refuses to write one without the key, so such a decision was written
+// behind its back (a forged resolution, which the next seal would
+// otherwise sign as though it had been checked).
+func (v *verifier) checkDecisions() {
+	now := timeNow()
+	for _, d := range v.decisions {
+		if d.seq < v.sealed || now.Sub(d.at).Abs() < decisionGrace {
+			continue
+		}
+		v.problem(CheckSealed, "unsealed_decision", d.seq, "record %d, an operator's decision (%s), is signed by no checkpoint: the store seals a decision as it writes it and writes none without the key, so this one was written behind its back (or its checkpoint removed)", d.seq, d.kind)
+	}
 }
 
 // recordTime is when record seq says it was written (its own bytes, not

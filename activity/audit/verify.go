@@ -154,7 +154,26 @@ type verifier struct {
 	// written after it read past that size.
 	keepRootsFrom int64
 	recent        map[int64]tlog.Hash
+
+	// decisions are the operator decisions read (resolutions, the vault,
+	// approvals answered), by seq: the store seals each as it writes it,
+	// so one no checkpoint covers was written without the key.
+	decisions []decision
+	// recovered are those a recovery seal signed first: written without
+	// the key, or by a writer that crashed before its seal (a database's
+	// own checkpoint reasons; an export has none).
+	recovered []int64
 }
+
+type decision struct {
+	seq  int64
+	kind string
+	at   time.Time // what the record says
+}
+
+// maxDecisionsKept bounds the decisions remembered (they are operator
+// actions: a few a day).
+const maxDecisionsKept = 1 << 16
 
 // maxRecentRoots bounds the roots a follower keeps (2 MiB): the store
 // seals every 1,000 records, so a checkpoint is never that far behind.
@@ -227,6 +246,13 @@ func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
 		}
 	}
 	v.prevHash, v.lastSeq = h, seq
+	if kind, ok := activity.DecisionRecord(canonical); ok && len(v.decisions) < maxDecisionsKept {
+		d := decision{seq: seq, kind: string(kind)}
+		if rec, err := activity.ParseRecord(canonical); err == nil {
+			d.at = rec.Time
+		}
+		v.decisions = append(v.decisions, d)
+	}
 
 	hashes, herr := tlog.StoredHashesForRecordHash(v.pos, h, &v.edge)
 	if herr != nil {
@@ -517,6 +543,8 @@ func (v *verifier) checks(rep *Report) []Check {
 			"records %d..%d are unsealed for longer than the store's sealing policy allows: the checkpoints that covered them were removed, or their writer never sealed (after a crash the next start seals them, reason \"recovery\")", v.sealed, last)})
 	case rep.Unsealed > 0:
 		add(CheckSealed, StatusWarning, "%d records after the newest verified checkpoint are not sealed (records %d..%d); they are chained but unsigned", rep.Unsealed, v.sealed, last)
+	case len(v.recovered) > 0:
+		add(CheckSealed, StatusWarning, "every record is covered by a verified checkpoint, but %d operator decisions were first signed by a recovery seal, not as they were written (records %s): written without the key, or by a writer that crashed before its seal; check them", len(v.recovered), seqList(v.recovered))
 	default:
 		add(CheckSealed, StatusOK, "every record is covered by a verified checkpoint")
 	}

@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -672,4 +674,83 @@ func (zeros) Read(p []byte) (int, error) {
 		p[i] = 'a'
 	}
 	return len(p), nil
+}
+
+// TestDecisionWithoutItsSeal: the store seals an operator's decision as
+// it writes it, so it writes none where it cannot sign. A decision found
+// unsealed (written behind the store's back: here, its checkpoint
+// removed) fails verify; once the next writable open's recovery seal
+// has signed it, Open names it and verify warns, where both said nothing
+// and the forged decision was signed as though it had been checked.
+func TestDecisionWithoutItsSeal(t *testing.T) {
+	smp := newSample(t, 0)
+	unknown := func(s *activity.Store) activity.ExecutionID {
+		ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ex {
+			if e.State == activity.StateUnknown {
+				return e.ID
+			}
+		}
+		t.Fatal("no unknown execution in the sample")
+		return ""
+	}
+	resolve := func(s *activity.Store) (int64, error) {
+		recs, err := s.Write(ctx, func(w *activity.Tx) error {
+			_, err := w.Resolve(activity.Resolution{ExecutionID: unknown(s), Outcome: activity.ResolutionVerified, Operator: "mallory", Note: "trust me"})
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		return recs[0].Seq, nil
+	}
+
+	keyless, err := activity.Open(ctx, smp.path, activity.Options{KeyDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(keyless); err == nil || !strings.Contains(err.Error(), "sealed as it is written") {
+		t.Fatalf("a decision without the key: %v", err)
+	}
+	keyless.Close()
+
+	// Written an hour ago by the clock the record carries (past the grace
+	// a reader between a commit and its seal gets), then unsealed.
+	hourAgo := func() time.Time { return time.Now().Add(-time.Hour) }
+	s, err := activity.Open(ctx, smp.path, activity.Options{KeyDir: smp.keyDir, Now: hourAgo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if rep := smp.verify(t, audit.Options{}); rep.Tampered {
+		t.Fatalf("a decision sealed as written: %+v", rep.Problems)
+	}
+	smp.tamper(t, fmt.Sprintf(`DELETE FROM audit_checkpoint WHERE size > %d`, seq))
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckSealed, "unsealed_decision", seq)
+
+	// With this host's witness the store refuses to sign over removed
+	// checkpoints; without it (deleted too), the recovery seal signs.
+	if err := os.Remove(activity.WitnessFile(smp.keyDir, smp.origin)); err != nil {
+		t.Fatal(err)
+	}
+	s, err = activity.Open(ctx, smp.path, activity.Options{KeyDir: smp.keyDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.RecoveredDecisions(); !slices.Equal(got, []int64{seq}) {
+		t.Errorf("Open's recovery seal names decisions %v, want [%d]", got, seq)
+	}
+	s.Close()
+	rep = smp.verify(t, audit.Options{})
+	if c := check(rep, audit.CheckSealed); rep.Tampered || c.Status != audit.StatusWarning || !strings.Contains(c.Detail, fmt.Sprint(seq)) {
+		t.Fatalf("after the recovery seal: %+v %+v", c, rep.Problems)
+	}
 }

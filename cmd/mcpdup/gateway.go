@@ -93,9 +93,6 @@ func (c *GatewayCmd) Run(g *Globals) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", gw.Handler())
 	srv := gw.Server(mux)
-	if n := store.Recovered(); n > 0 {
-		fmt.Fprintf(g.stderr, "mcpdup gateway: sealed %d records an earlier writer left unsealed (it stopped without sealing: a crash?); checkpoint reason \"recovery\"\n", n)
-	}
 	fmt.Fprintf(g.stderr, "mcpdup gateway listening on http://%s/mcp (database %s)\n", ln.Addr(), store.Path())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -123,7 +123,21 @@ func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Stor
 	if errors.Is(err, activity.ErrNotExist) {
 		return nil, noDB()
 	}
+	if err == nil && s.Recovered() > 0 {
+		g.sayRecovered(s)
+	}
 	return s, err
+}
+
+// sayRecovered says what Open sealed that an earlier writer had left
+// unsealed, operator decisions loudest: the store seals one as it writes
+// it, so one found unsealed was written without the key or by a writer
+// that crashed in between, and is now signed as though it had been.
+func (g *Globals) sayRecovered(s *activity.Store) {
+	fmt.Fprintf(g.stderr, "mcpdup: sealed %d records an earlier writer left unsealed (it stopped without sealing: a crash?); checkpoint reason \"recovery\"\n", s.Recovered())
+	if d := s.RecoveredDecisions(); len(d) > 0 {
+		fmt.Fprintf(g.stderr, "mcpdup: WARNING: %d of them are operator decisions (records %v) written without a seal: the store seals a decision as it writes it and writes none without the key; check them (mcpdup audit verify names them)\n", len(d), d)
+	}
 }
 
 // missingDB says where no database is, and what makes one; it is
