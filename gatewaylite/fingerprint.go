@@ -157,7 +157,7 @@ func (f *Fingerprinter) PrepareArgs(raw json.RawMessage, spec ArgSpec) (Intent, 
 			record[k] = f.HashSecret(b)
 			continue
 		}
-		record[k] = v
+		record[k] = f.scrub(k, v)
 	}
 	effect := make(map[string]any, len(record))
 	for k, v := range record {
@@ -177,6 +177,46 @@ func (f *Fingerprinter) PrepareArgs(raw json.RawMessage, spec ArgSpec) (Intent, 
 		return Intent{}, fmt.Errorf("arguments: %w", err)
 	}
 	return in, nil
+}
+
+// scrub is an argument as the store keeps it: a member whose name says it
+// holds a secret (api_key, password, a header list's Authorization, at any
+// depth: activity.SecretField) and a string holding one written as text
+// (a command's --password x) lose the secret to a keyed hash, as
+// secret_args do, so equal secrets still compare equal and two different
+// ones stay two intents. The target still gets the value (Send).
+func (f *Fingerprinter) scrub(name string, v any) any {
+	if name != "" && activity.SecretField(name) && v != nil && v != "" {
+		b, err := canon.Marshal(v)
+		if err != nil {
+			return activity.RedactedValue
+		}
+		return f.HashSecret(b)
+	}
+	switch x := v.(type) {
+	case string:
+		if r := activity.RedactText(x); r != x {
+			return r + " (" + f.HashSecret([]byte(x)) + ")"
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		header, _ := x["name"].(string) // {"name": "Authorization", "value": …}
+		for k, e := range x {
+			if k == "value" && header != "" && activity.SecretField(header) {
+				out[k] = f.scrub(header, e)
+				continue
+			}
+			out[k] = f.scrub(k, e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = f.scrub("", e)
+		}
+		return out
+	}
+	return v
 }
 
 func isDefault(defaults map[string]any, k string, v any) bool {

@@ -19,6 +19,7 @@ import (
 // through normal calls and faults, then scans everything mcpdup wrote.
 func TestCanarySecretsNeverRecorded(t *testing.T) {
 	const wrongToken = "canary-wrong-token-91ab77c3d2"
+	const keyCanary, headerCanary, cmdCanary = "canary-undeclared-key-5d1e9a", "canary-header-bearer-77e0c4", "canary-cmd-password-0c3f2b"
 	h := newHarness(t, "")
 	for _, era := range eras {
 		cs := h.connect(era, false)
@@ -29,6 +30,27 @@ func TestCanarySecretsNeverRecorded(t *testing.T) {
 		// A secret argument must not be searchable by value either: two
 		// calls differing only in the secret are different intents.
 		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue + "x"}, nil)
+	}
+	// Secrets the tool's config does not declare, named as secrets at any
+	// depth or written as text: kept as keyed hashes too, still sent.
+	cs := h.connect(loopback.ProtocolStateless, false)
+	undeclared := func(key string) map[string]any {
+		return map[string]any{"api_key": key, "headers": []any{map[string]any{"name": "Authorization", "value": "Bearer " + headerCanary}},
+			"cmd": "deploy --password " + cmdCanary + " --region eu"}
+	}
+	mustCall(t, cs, "no_contract", undeclared(keyCanary), nil)
+	mustCall(t, cs, "no_contract", undeclared(keyCanary+"2"), nil)
+	sent := ""
+	for intent := range h.target.Effects() {
+		sent += intent
+	}
+	for _, canary := range []string{keyCanary, headerCanary, cmdCanary} {
+		if !strings.Contains(sent, canary) {
+			t.Errorf("the target never got %q: %s", canary, sent)
+		}
+	}
+	if n := len(h.executions("no_contract")); n != 2 {
+		t.Errorf("two calls differing only in an undeclared api_key are %d executions, want 2", n)
 	}
 	req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"charge_card"}}`))
 	req.Header.Set("Authorization", "Bearer "+wrongToken)
@@ -61,7 +83,7 @@ func TestCanarySecretsNeverRecorded(t *testing.T) {
 		sources[f] = b
 	}
 	for name, data := range sources {
-		for _, canary := range []string{agentToken, credValue, secretValue, wrongToken, "card-token-4e8a"} {
+		for _, canary := range []string{agentToken, credValue, secretValue, wrongToken, "card-token-4e8a", keyCanary, headerCanary, cmdCanary} {
 			if bytes.Contains(data, []byte(canary)) {
 				t.Errorf("%s contains the canary %q", name, canary)
 			}
