@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,6 +22,10 @@ const (
 	// MetaIntentScope marks a deliberate repeat: a call with a different
 	// scope is a different intent even with identical arguments.
 	MetaIntentScope = "mcpdup.dev/intent_scope"
+	// maxMetaID bounds a run id or intent scope an agent names: each is
+	// kept in every execution's intent scope, its index and the log, and
+	// the run tracker holds it in memory.
+	maxMetaID = 256
 	// MetaExecutionID is set on every result the gateway returns.
 	MetaExecutionID = "mcpdup.dev/execution_id"
 	// MetaExecution is set on every result: state, replayed, times.
@@ -85,6 +90,11 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	}
 	call.Arguments = intent.Record
 	meta := req.Params.Meta
+	if err := checkMetaIDs(meta); err != nil {
+		call.Disposition, call.Reason = activity.DispositionRefused, err.Error()
+		g.recordRefused(ctx, call)
+		return errorResult("%v", err), nil
+	}
 	run, err := g.runs.identify(ctx, info, meta)
 	if err != nil {
 		return g.notRecorded(call, "identify run", err), nil
@@ -625,4 +635,23 @@ func (g *Gateway) everyCall(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// checkMetaIDs refuses a run id or intent scope in _meta that is too long
+// or holds control characters (a 2 MB run id cost 6 MB of database and
+// 1 MB of memory for as long as the gateway ran).
+func checkMetaIDs(meta map[string]any) error {
+	for _, k := range []string{MetaRunID, MetaIntentScope} {
+		s, ok := meta[k].(string)
+		if !ok {
+			continue
+		}
+		if len(s) > maxMetaID {
+			return fmt.Errorf("_meta[%q]: %d bytes, at most %d", k, len(s), maxMetaID)
+		}
+		if strings.ContainsAny(s, "\x00\r\n") {
+			return fmt.Errorf("_meta[%q]: control characters are not allowed", k)
+		}
+	}
+	return nil
 }

@@ -27,6 +27,25 @@ type runTracker struct {
 	g     *Gateway
 	mu    sync.Mutex
 	known map[string]*trackedRun
+	// sweepAt: once known holds this many, runs idle past the idle
+	// timeout are forgotten (a named run or a token's is found again in
+	// the store; a session back after that long starts a new run), so
+	// distinct run ids and sessions never accumulate for the process's
+	// life.
+	sweepAt int
+}
+
+// minSweep is the fewest runs known before a sweep.
+const minSweep = 1024
+
+// sweep forgets the runs idle past the idle timeout.
+func (t *runTracker) sweep(now time.Time) {
+	for k, tr := range t.known {
+		if now.Sub(tr.lastSeen) > t.g.cfg.RunIdleTimeout.Duration {
+			delete(t.known, k)
+		}
+	}
+	t.sweepAt = max(minSweep, 2*len(t.known))
 }
 
 type trackedRun struct {
@@ -35,7 +54,7 @@ type trackedRun struct {
 }
 
 func newRunTracker(g *Gateway) *runTracker {
-	return &runTracker{g: g, known: map[string]*trackedRun{}}
+	return &runTracker{g: g, known: map[string]*trackedRun{}, sweepAt: minSweep}
 }
 
 // identify finds or starts the run a call belongs to, strongest evidence
@@ -66,8 +85,11 @@ func (t *runTracker) identify(ctx context.Context, ci callInfo, meta map[string]
 		if err != nil {
 			return info, err
 		}
-		tr = &trackedRun{id: id}
+		tr = &trackedRun{id: id, lastSeen: now}
 		t.known[key] = tr
+		if len(t.known) >= t.sweepAt {
+			t.sweep(now)
+		}
 	}
 	tr.lastSeen = now
 	info.id = tr.id
