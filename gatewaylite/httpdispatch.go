@@ -72,8 +72,11 @@ func (h *httpTarget) target() string {
 }
 
 // expandURL fills {arg} placeholders with path-escaped argument values.
+// A value of "." or ".." is refused: escaping leaves dots alone, and a
+// server or proxy that normalises the path would send the request to
+// another endpoint than the template names.
 func expandURL(tmpl string, args map[string]any) (string, error) {
-	var missing []string
+	var missing, dots []string
 	out := placeholderRE.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := m[1 : len(m)-1]
 		v, ok := args[name]
@@ -81,10 +84,17 @@ func expandURL(tmpl string, args map[string]any) (string, error) {
 			missing = append(missing, name)
 			return m
 		}
-		return url.PathEscape(fmt.Sprint(v))
+		s := fmt.Sprint(v)
+		if s == "." || s == ".." {
+			dots = append(dots, name)
+		}
+		return url.PathEscape(s)
 	})
 	if len(missing) > 0 {
 		return "", fmt.Errorf("url needs argument(s) %s", strings.Join(missing, ", "))
+	}
+	if len(dots) > 0 {
+		return "", fmt.Errorf("url argument(s) %s: \".\" and \"..\" are not path segments a template can name", strings.Join(dots, ", "))
 	}
 	return out, nil
 }

@@ -66,8 +66,19 @@ func (s *inputSchema) check(raw json.RawMessage, secrets []string) error {
 			msg = redactValue(msg, v)
 		}
 	}
+	// The validator quotes what it rejects, whole (a 3 MB string came back
+	// as a 3 MB error, answered and recorded) and calls a null an invalid
+	// reflect.Value.
+	msg = activity.RedactText(strings.ReplaceAll(msg, "<invalid reflect.Value>", "null"))
+	if len(msg) > maxSchemaMessage {
+		cut := len(msg) - maxSchemaMessage
+		msg = strings.ToValidUTF8(msg[:maxSchemaMessage], "") + fmt.Sprintf("… (%d bytes more)", cut)
+	}
 	return fmt.Errorf("%s", msg)
 }
+
+// maxSchemaMessage bounds a schema error's text, as answered and recorded.
+const maxSchemaMessage = 512
 
 // redactValue removes every spelling of v, and of every value inside it,
 // that the validator may have used.

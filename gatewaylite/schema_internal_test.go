@@ -2,6 +2,7 @@ package gatewaylite
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,35 @@ func TestSchemaMessageHidesSecrets(t *testing.T) {
 	}
 	if err := s.check(json.RawMessage(`{"n":"seven"}`), []string{"card"}); err == nil || !strings.Contains(err.Error(), "/properties/n") {
 		t.Fatalf("a non-secret failure must keep the validator's words: %v", err)
+	}
+}
+
+// TestSchemaMessageBounded: the validator quotes what it rejects whole; a
+// 1 MB value is answered and recorded as a bounded message, and a null
+// is called a null.
+func TestSchemaMessageBounded(t *testing.T) {
+	s, err := compileSchema([]byte(`{"type":"object","properties":{"note":{"type":"string","maxLength":10},"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _ := json.Marshal(map[string]any{"note": strings.Repeat("é", 1<<19)})
+	err = s.check(big, nil)
+	if err == nil || len(err.Error()) > maxSchemaMessage+64 || !strings.Contains(err.Error(), "bytes more") {
+		t.Fatalf("a 1 MB value's error is %d bytes: %.200v", len(fmt.Sprint(err)), err)
+	}
+	err = s.check(json.RawMessage(`{"n":null}`), nil)
+	if err == nil || strings.Contains(err.Error(), "reflect") || !strings.Contains(err.Error(), "null") {
+		t.Fatalf("a null: %v", err)
+	}
+}
+
+// TestDotSegmentsRefused: "." and ".." fill no placeholder (escaping
+// leaves dots, and a normalising server would reach another endpoint).
+func TestDotSegmentsRefused(t *testing.T) {
+	for v, ok := range map[string]bool{"..": false, ".": false, "...": true, "a.b": true, "billing": true} {
+		_, err := expandURL("http://h/v1/releases/{service}", map[string]any{"service": v})
+		if (err == nil) != ok {
+			t.Errorf("%q: %v", v, err)
+		}
 	}
 }
