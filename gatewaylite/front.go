@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +124,10 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		msg := parseBody(body)
 		if !g.limits.allow(actor) {
 			g.refuseRate(w, r, actor, msg)
+			return
+		}
+		if msg.badID != nil {
+			refuseID(w, msg.badID)
 			return
 		}
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && msg.single != nil {
@@ -247,6 +252,24 @@ type rpcMessage struct {
 type rpcBody struct {
 	single *rpcMessage
 	calls  int
+	// badID is a number id the SDK would answer under another id (it
+	// reads ids as float64, then int64: 1.5 came back 1, 2^53+1 as 2^53):
+	// a client matching answers by id would never get its result.
+	badID json.RawMessage
+}
+
+// maxExactID is the largest integer a float64 holds exactly.
+const maxExactID = 1<<53 - 1
+
+// inexactID reports whether id is a JSON number the SDK cannot answer
+// under itself: not an integer literal, or beyond ±maxExactID.
+func inexactID(id json.RawMessage) bool {
+	s := string(bytes.TrimSpace(id))
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return false // a string, null or absent
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err != nil || n > maxExactID || n < -maxExactID
 }
 
 func parseBody(body []byte) rpcBody {
@@ -257,6 +280,9 @@ func parseBody(body []byte) rpcBody {
 		var m rpcMessage
 		if json.Unmarshal(b, &m) == nil {
 			rb := rpcBody{single: &m}
+			if inexactID(m.ID) {
+				rb.badID = m.ID
+			}
 			if m.Method == "tools/call" && len(m.ID) > 0 {
 				rb.calls = 1
 			}
@@ -269,6 +295,9 @@ func parseBody(body []byte) rpcBody {
 			for _, m := range batch {
 				if m.Method == "tools/call" && len(m.ID) > 0 {
 					rb.calls++
+				}
+				if inexactID(m.ID) && rb.badID == nil {
+					rb.badID = m.ID
 				}
 			}
 			return rb
@@ -367,3 +396,12 @@ func (d *deliveryWriter) Flush() { d.FlushError() }
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (d *deliveryWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// refuseID answers a request whose id the SDK would answer as another
+// number, before anything runs: JSON-RPC's invalid request.
+func refuseID(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
+		"message": fmt.Sprintf("invalid request: id %s: a number id must be an integer within ±2^53-1 (this server would answer it under another id); nothing was run", truncate(string(id), 40))}})
+}

@@ -186,3 +186,37 @@ func TestCallAnsweredByTheSDKIsRecorded(t *testing.T) {
 		t.Fatal("the call reached the target")
 	}
 }
+
+// TestInexactNumberIDsRefused: the SDK reads a number id as a float64,
+// then an int64, and answers 1.5 as 1 and 2^53+1 as 2^53: a client that
+// matches answers by id would never get its result, and two calls could
+// share one. Such ids are refused before anything runs; an exact one is
+// served.
+func TestInexactNumberIDsRefused(t *testing.T) {
+	h := newHarness(t, "")
+	post := func(id string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, h.endpoint(false), strings.NewReader(
+			`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"get_status","arguments":{"service":"a"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+agentToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for _, id := range []string{"1.5", "9007199254740993", "12345678901234567890", "1e3", "-9007199254740993"} {
+		if code, body := post(id); code != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) {
+			t.Errorf("id %s: %d %s", id, code, body)
+		}
+	}
+	if h.target.Reads() != 0 {
+		t.Fatalf("%d reads ran for refused ids", h.target.Reads())
+	}
+	if code, body := post("9007199254740991"); strings.Contains(body, "-32600") || code == http.StatusBadRequest {
+		t.Errorf("an exact id was refused: %d %s", code, body)
+	}
+}
