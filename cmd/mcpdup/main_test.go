@@ -927,3 +927,27 @@ func TestImportRefusesFilesAlone(t *testing.T) {
 		t.Errorf("an unknown format: exit %d %s", code, errs)
 	}
 }
+
+// TestStatusSaysRecordsWereRemoved: status reads what the database says;
+// with the log cut below its newest checkpoint it said "-2 unsealed".
+func TestStatusSaysRecordsWereRemoved(t *testing.T) {
+	_, db := demoDB(t)
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER audit_log_no_delete`, `DELETE FROM audit_log WHERE seq >= (SELECT MAX(seq) - 1 FROM audit_log)`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	_, out, _ := mcpdup(t, "status")
+	if !strings.Contains(out, "records were removed from the end") || strings.Contains(out, "-2 unsealed") {
+		t.Fatalf("status on a cut log:\n%s", out)
+	}
+	_, out, _ = mcpdup(t, "status", "-o", "json")
+	if strings.Contains(out, `"unsealed": -`) {
+		t.Fatalf("status -o json on a cut log: %s", out)
+	}
+}

@@ -48,7 +48,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	out := statusOutput{DB: s.Path(), Origin: s.Origin(), Stats: st, Unsealed: st.Records - st.SealedSize, Pending: pending}
+	out := statusOutput{DB: s.Path(), Origin: s.Origin(), Stats: st, Unsealed: max(st.Records-st.SealedSize, 0), Pending: pending}
 	if out.Pending == nil {
 		out.Pending = []activity.Execution{}
 	}
@@ -63,7 +63,13 @@ func (c *StatusCmd) Run(g *Globals) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "database\t%s (%d-byte pages)\n", out.DB, st.PageSize)
 	fmt.Fprintf(w, "origin\t%s\n", out.Origin)
-	fmt.Fprintf(w, "log\t%d records, %d checkpoints, sealed through %d, %d unsealed\n", st.Records, st.Checkpoints, st.SealedSize, out.Unsealed)
+	if st.SealedSize > st.Records {
+		// status reads what the database says; a checkpoint past the end
+		// means records were removed (audit verify proves it).
+		fmt.Fprintf(w, "log\t%d records, %d checkpoints, the newest covering %d: records were removed from the end (run mcpdup audit verify)\n", st.Records, st.Checkpoints, st.SealedSize)
+	} else {
+		fmt.Fprintf(w, "log\t%d records, %d checkpoints, sealed through %d, %d unsealed\n", st.Records, st.Checkpoints, st.SealedSize, out.Unsealed)
+	}
 	fmt.Fprintf(w, "signing key\t%s\n", out.KeyStatus)
 	fmt.Fprintf(w, "activity\t%d runs, %d calls, %d executions, %d resolutions, %d sources\n", st.Runs, st.Calls, st.Executions, st.Resolutions, st.Sources)
 	for _, state := range activity.States {
