@@ -377,7 +377,11 @@ func (v *verifier) parseCheckpoint(msg []byte, where, check string) (checkpoint,
 			v.problem(check, "bad_signature", -1, "%s: signature by %s does not verify (the checkpoint was altered)", where, invalid.Name)
 			return cp, false
 		case errors.As(err, &unverified):
-			v.problem(check, "unknown_signer", -1, "%s: not signed by the pinned key %s (signed by another key)", where, v.origin)
+			whose := "the pinned key"
+			if !v.opts.KeyPinned {
+				whose = "this host's key"
+			}
+			v.problem(check, "unknown_signer", -1, "%s: not signed by %s %s (signed by another key)", where, whose, v.origin)
 			return cp, false
 		case err != nil:
 			v.problem(check, "malformed_checkpoint", -1, "%s: %v", where, err)

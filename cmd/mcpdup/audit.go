@@ -102,6 +102,16 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 	if err := c.resolveKey(g, s.Origin(), &opts); err != nil {
 		return nil, err
 	}
+	if pk, err := s.PublicKey(); err == nil && c.Key == "" {
+		// The host's signing key speaks for it, as it does for analyze
+		// and report: a .pub beside it that is not its public half was
+		// replaced, and is said so rather than trusted.
+		if opts.Key != "" && opts.Key != pk {
+			_, pub := activity.KeyFiles(g.keyDir(), s.Origin())
+			fmt.Fprintf(g.stderr, "mcpdup audit verify: %s is not the public half of this host's signing key for %s: it was replaced; verifying with the signing key's\n", pub, s.Origin())
+		}
+		opts.Key = pk
+	}
 	if !c.NoWitness {
 		witness := c.Witness
 		if witness == "" {

@@ -951,3 +951,29 @@ func TestStatusSaysRecordsWereRemoved(t *testing.T) {
 		t.Fatalf("status -o json on a cut log: %s", out)
 	}
 }
+
+// TestReplacedPublicKeyFile: a .pub in the key directory that is not the
+// public half of its signing key was trusted by audit verify (every
+// checkpoint "not signed by the pinned key", though none was pinned)
+// while analyze verified with the signing key: both now verify with the
+// signing key, and verify says the .pub was replaced.
+func TestReplacedPublicKeyFile(t *testing.T) {
+	dir, _ := demoDB(t)
+	pubs, _ := filepath.Glob(filepath.Join(dir, "keys", "*.pub"))
+	if len(pubs) != 1 {
+		t.Fatalf("key files: %v", pubs)
+	}
+	other, err := activity.Open(context.Background(), filepath.Join(t.TempDir(), "other.db"), activity.Options{KeyDir: filepath.Join(t.TempDir(), "k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := other.PublicKey()
+	other.Close()
+	if err := os.WriteFile(pubs[0], []byte(key+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := mcpdup(t, "audit", "verify")
+	if code != 0 || !strings.Contains(errs, "it was replaced") || strings.Contains(out, "pinned key") {
+		t.Fatalf("audit verify: exit %d\n%s\n%s", code, out, errs)
+	}
+}
