@@ -130,6 +130,10 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			refuseID(w, msg.badID)
 			return
 		}
+		if opensSession(r, msg) && !g.sessions.allow(actor, g.now()) {
+			refuseSession(w, msg.single, lim.MaxSessions, g.cfg.RunIdleTimeout.Duration)
+			return
+		}
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && msg.single != nil {
 			if req, missing := msg.single, missingStateless(r.Header, msg.single, v); len(missing) > 0 {
 				if req.Method == "tools/call" {
@@ -404,4 +408,24 @@ func refuseID(w http.ResponseWriter, id json.RawMessage) {
 	w.WriteHeader(http.StatusBadRequest)
 	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32600,
 		"message": fmt.Sprintf("invalid request: id %s: a number id must be an integer within ±2^53-1 (this server would answer it under another id); nothing was run", truncate(string(id), 40))}})
+}
+
+// opensSession reports whether r is a 2025-era initialize that opens a
+// session (none named yet).
+func opensSession(r *http.Request, rb rpcBody) bool {
+	return r.Method == http.MethodPost && rb.single != nil && rb.single.Method == "initialize" &&
+		r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("MCP-Protocol-Version") < protocolStateless
+}
+
+// refuseSession answers an initialize over its actor's session limit.
+func refuseSession(w http.ResponseWriter, m *rpcMessage, max int, window time.Duration) {
+	id := m.ID
+	if len(id) == 0 || len(id) > maxRPCID {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "60")
+	w.WriteHeader(http.StatusTooManyRequests)
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000,
+		"message": fmt.Sprintf("session limit: this actor opened %d sessions within %s (limits.max_sessions_per_actor); reuse a session, close the ones you are done with (DELETE), or wait", max, window)}})
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 )
@@ -218,5 +220,34 @@ func TestInexactNumberIDsRefused(t *testing.T) {
 	}
 	if code, body := post("9007199254740991"); strings.Contains(body, "-32600") || code == http.StatusBadRequest {
 		t.Errorf("an exact id was refused: %d %s", code, body)
+	}
+}
+
+// TestSessionsPerActorBounded: the SDK holds a 2025-era session until it
+// times out (~7 KB each: 12,000 initializes never closed held 85 MB), so
+// an actor opens at most max_sessions_per_actor within the timeout; the
+// next initialize gets 429 and a JSON-RPC error saying why, and the
+// sessions already open go on working.
+func TestSessionsPerActorBounded(t *testing.T) {
+	h := newHarness(t, "\n[limits]\nmax_sessions_per_actor = 3\n")
+	var open []*mcp.ClientSession
+	for range 3 {
+		cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		open = append(open, cs)
+	}
+	_, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
+	if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a fourth session: %v", err)
+	}
+	if _, err := open[0].CallTool(ctx, &mcp.CallToolParams{Name: "get_status", Arguments: map[string]any{"service": "a"}}); err != nil {
+		t.Fatalf("an open session stopped working: %v", err)
+	}
+	// The stateless era opens no session: not counted.
+	if _, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolStateless); err != nil {
+		t.Fatalf("stateless: %v", err)
 	}
 }

@@ -55,6 +55,7 @@ type Gateway struct {
 	delivery *deliveries
 	auth     *authenticator
 	limits   *rateLimits
+	sessions *sessionLimits
 	// overLimit bounds how many rate-limited calls are recorded one by one.
 	overLimit *boundedLog
 	// strangers records refused unauthenticated requests, bounded.
@@ -126,6 +127,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		return nil, err
 	}
 	g.limits, g.strangers = newRateLimits(cfg.Limits), newStrangers(g)
+	g.sessions = newSessionLimits(cfg.Limits.MaxSessions, cfg.RunIdleTimeout.Duration)
 	g.overLimit = newBoundedLog(cfg.Limits.UnauthenticatedRecords)
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)

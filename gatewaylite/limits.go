@@ -41,6 +41,11 @@ type LimitsConfig struct {
 	// own host (and loopback when it is on loopback), e.g.
 	// "https://console.example.com".
 	AllowedOrigins []string `toml:"allowed_origins"`
+	// MaxSessions bounds the 2025-era sessions an actor opens within the
+	// session timeout (run_idle_timeout): the SDK holds each (~7 KB) until
+	// it times out, so a client opening sessions it never closes would
+	// grow the gateway without end. 0 takes the default, -1 turns it off.
+	MaxSessions int `toml:"max_sessions_per_actor"`
 }
 
 // Defaults of [limits].
@@ -53,6 +58,7 @@ const (
 	DefaultRatePerSecond          = 200
 	DefaultRateBurst              = 400
 	DefaultUnauthenticatedRecords = 20
+	DefaultMaxSessions            = 10000
 )
 
 func (l *LimitsConfig) normalise() error {
@@ -77,6 +83,9 @@ func (l *LimitsConfig) normalise() error {
 	if l.UnauthenticatedRecords == 0 {
 		l.UnauthenticatedRecords = DefaultUnauthenticatedRecords
 	}
+	if l.MaxSessions == 0 {
+		l.MaxSessions = DefaultMaxSessions
+	}
 	switch {
 	case l.MaxBodyBytes < 1024:
 		return fmt.Errorf("limits.max_body_bytes: %d is below 1024", l.MaxBodyBytes)
@@ -84,6 +93,8 @@ func (l *LimitsConfig) normalise() error {
 		return fmt.Errorf("limits.max_connections: %d is below 1", l.MaxConnections)
 	case (l.RatePerSecond < 0 && l.RatePerSecond != -1) || l.RateBurst < 1:
 		return fmt.Errorf("limits: rate_per_second %g and rate_burst %d must be positive (rate_per_second = -1 turns the limit off)", l.RatePerSecond, l.RateBurst)
+	case l.MaxSessions < -1:
+		return fmt.Errorf("limits.max_sessions_per_actor: %d is below -1 (-1 turns the limit off)", l.MaxSessions)
 	case l.UnauthenticatedRecords < 0:
 		return fmt.Errorf("limits.unauthenticated_records_per_second: %g is negative", l.UnauthenticatedRecords)
 	}
@@ -149,6 +160,42 @@ func (r *rateLimits) allow(actor string) bool {
 	}
 	r.mu.Unlock()
 	return b.Allow()
+}
+
+// sessionLimits counts the sessions each actor opened within the session
+// timeout: their start times, at most max per actor.
+type sessionLimits struct {
+	mu     sync.Mutex
+	max    int
+	window time.Duration
+	starts map[string][]time.Time
+}
+
+func newSessionLimits(max int, window time.Duration) *sessionLimits {
+	return &sessionLimits{max: max, window: window, starts: map[string][]time.Time{}}
+}
+
+// allow reports whether actor may open one more session now, and counts
+// it if so. Actors are the configured ones, so the map is bounded, and
+// each list holds at most max times.
+func (l *sessionLimits) allow(actor string, now time.Time) bool {
+	if l.max < 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.starts[actor]
+	i := 0
+	for i < len(s) && now.Sub(s[i]) > l.window {
+		i++
+	}
+	s = s[i:]
+	if len(s) >= l.max {
+		l.starts[actor] = s
+		return false
+	}
+	l.starts[actor] = append(s, now)
+	return true
 }
 
 // originAllowed checks the Origin header the way the SDK checks Host: a
