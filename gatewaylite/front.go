@@ -213,12 +213,17 @@ func (g *Gateway) refuseRate(w http.ResponseWriter, r *http.Request, actor strin
 			g.recordRefused(context.Background(), c)
 		}
 	}
-	id := m.ID
+	tooMany(w, m.ID, "1", msg)
+}
+
+// tooMany answers 429 with Retry-After and a JSON-RPC error under the
+// request's id (null when it has none, or one too long to echo).
+func tooMany(w http.ResponseWriter, id json.RawMessage, retryAfter, msg string) {
 	if len(id) == 0 || len(id) > maxRPCID {
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Retry-After", retryAfter)
 	w.WriteHeader(http.StatusTooManyRequests)
 	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": msg}})
 }
@@ -419,13 +424,5 @@ func opensSession(r *http.Request, rb rpcBody) bool {
 
 // refuseSession answers an initialize over its actor's session limit.
 func refuseSession(w http.ResponseWriter, m *rpcMessage, max int, window time.Duration) {
-	id := m.ID
-	if len(id) == 0 || len(id) > maxRPCID {
-		id = json.RawMessage("null")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", "60")
-	w.WriteHeader(http.StatusTooManyRequests)
-	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000,
-		"message": fmt.Sprintf("session limit: this actor opened %d sessions within %s (limits.max_sessions_per_actor); reuse a session, close the ones you are done with (DELETE), or wait", max, window)}})
+	tooMany(w, m.ID, "60", fmt.Sprintf("session limit: this actor opened %d sessions within %s (limits.max_sessions_per_actor); reuse a session, close the ones you are done with (DELETE), or wait", max, window))
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
 	"github.com/mcpdup/mcpdup/report"
 )
@@ -88,13 +87,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	defer s.Close()
 	// The log and tables are verified beside the analysis; the output
 	// ends with what that proved (exit 1 if they were tampered with).
-	verified := make(chan error, 1)
-	var in audit.Integrity
-	go func() {
-		var err error
-		in, err = c.integrity(ctx, s)
-		verified <- err
-	}()
+	verified := c.verifyBeside(ctx, s)
 	prog := newProgress(g.stderr, "analysing")
 	var near []analyze.NearMiss
 	var nearOmitted int
@@ -123,7 +116,8 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 		return nil
 	})
 	prog.done()
-	if verr := <-verified; err == nil {
+	in, verr := verified()
+	if err == nil {
 		err = verr
 	}
 	if err != nil {

@@ -259,6 +259,22 @@ func (p proveRecords) integrityOf(ctx context.Context, s *activity.Store, v veri
 	return audit.RecordsProven(proof.Records, proof.Unsealed, proof.Problems), nil
 }
 
+// verifyBeside verifies s on a goroutine of its own, beside the command's
+// own reading of it; the function returned waits for what it proved.
+func (v verifyFirst) verifyBeside(ctx context.Context, s *activity.Store) func() (audit.Integrity, error) {
+	done := make(chan struct{})
+	var in audit.Integrity
+	var err error
+	go func() {
+		defer close(done)
+		in, err = v.integrity(ctx, s)
+	}()
+	return func() (audit.Integrity, error) {
+		<-done
+		return in, err
+	}
+}
+
 // integrity verifies s, log and tables, with this host's key (so "key not
 // pinned"; audit verify --key pins one), for the integrity line.
 func (v verifyFirst) integrity(ctx context.Context, s *activity.Store) (audit.Integrity, error) {

@@ -48,14 +48,7 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	// Verified beside the history, as analyze does.
-	verified := make(chan error, 1)
-	var in audit.Integrity
-	go func() {
-		var err error
-		in, err = c.integrity(ctx, s)
-		verified <- err
-	}()
+	verified := c.verifyBeside(ctx, s)
 	if !c.Check {
 		if c.Output == "table" {
 			err = writeOpsTable(ctx, g.stdout, s)
@@ -63,7 +56,8 @@ func (c *HistoryCmd) Run(g *Globals) error {
 			enc := json.NewEncoder(g.stdout)
 			err = analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
 		}
-		if verr := <-verified; err == nil {
+		in, verr := verified()
+		if err == nil {
 			err = verr
 		}
 		if err == nil && c.Output == "table" {
@@ -75,7 +69,8 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		return warnTampered(g, "history", in)
 	}
 	res, err := analyze.Check(ctx, s)
-	if verr := <-verified; err == nil {
+	in, verr := verified()
+	if err == nil {
 		err = verr
 	}
 	if err != nil {
