@@ -493,6 +493,9 @@ func otlpTarget(w *span) (ch activity.Channel, target, method, key string) {
 			target = u.Host + u.Path
 		}
 	}
-	key = strings.Trim(w.attr("http.request.header.idempotency-key", "http.request.header.x-idempotency-key"), `" `)
+	// The header's name as semantic conventions before 1.2x normalised it
+	// too: lowercase, "-" replaced by "_" (http.request.header.content_type).
+	key = strings.Trim(w.attr("http.request.header.idempotency-key", "http.request.header.x-idempotency-key",
+		"http.request.header.idempotency_key", "http.request.header.x_idempotency_key"), `" `)
 	return activity.ChannelHTTP, target, method, key
 }

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mcpdup/mcpdup/activity"
 )
 
 // The OTLP fixture is written the way the collector's file exporter
@@ -240,5 +243,38 @@ func TestOTLPTracesAsCollectorsWriteThem(t *testing.T) {
 	maxHeldSpans = 2
 	if rep := imp("retry-lines-apart.jsonl"); rep.Read != apart.Read || rep.Calls < together.Calls {
 		t.Errorf("with at most 2 spans held: %d spans read, %d calls; want %d and at least %d", rep.Read, rep.Calls, apart.Read, together.Calls)
+	}
+}
+
+// TestOTLPHeaderNamesOfEarlierConventions: semantic conventions before
+// 1.2x named a captured header lowercase with "-" replaced by "_"
+// (http.request.header.idempotency_key); such a trace's keys were "not
+// recorded", now read as the newer spelling's.
+func TestOTLPHeaderNamesOfEarlierConventions(t *testing.T) {
+	b, err := os.ReadFile("../fixtures/corpus/otlp-gateway-timeout-new-key/traces.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(data []byte) []string {
+		s := newStore(t)
+		if _, err := Import(ctx, s, writeFile(t, "traces.jsonl", data), Options{Format: "otlp"}); err != nil {
+			t.Fatal(err)
+		}
+		ex, err := s.Executions(ctx, activity.ExecutionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ex {
+			if e.IdempotencyKey.OK {
+				out = append(out, e.IdempotencyKey.V)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	now, before := keys(b), keys(bytes.ReplaceAll(b, []byte("http.request.header.idempotency-key"), []byte("http.request.header.idempotency_key")))
+	if len(now) == 0 || !slices.Equal(now, before) {
+		t.Fatalf("keys %v with the dash, %v with the underscore", now, before)
 	}
 }
