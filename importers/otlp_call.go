@@ -293,7 +293,10 @@ func otlpOutcome(w *span) activity.Transition {
 			t.To, t.Reason = activity.StateForHTTPStatus(n)
 			if t.To == activity.StateSucceeded {
 				t.Created = activity.CreatedInHTTP(n, w.attr("http.response.header.location"), "")
-				t.Replayed = replayMark(func(h string) string { return w.attr("http.response.header." + strings.ToLower(h)) })
+				t.Replayed = replayMark(func(h string) string {
+					h = strings.ToLower(h)
+					return w.attr("http.response.header."+h, "http.response.header."+strings.ReplaceAll(h, "-", "_"))
+				})
 			}
 			return t
 		}
