@@ -134,31 +134,21 @@ func (f *Fingerprinter) PrepareArgs(raw json.RawMessage, spec ArgSpec) (Intent, 
 	if err != nil {
 		return Intent{}, fmt.Errorf("arguments: %w", err)
 	}
-	// The target gets the numbers as the agent wrote them (canonical form
-	// writes an integer of more than 21 digits as 1.2e+49, which a target
-	// may read as a lossy float); the record and the fingerprint get the
-	// canonical form, so 1 and 1.0 are one intent.
-	args, err := decodeObject(canonical)
-	if err != nil {
-		return Intent{}, err
+	var args map[string]any
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil || args == nil {
+		return Intent{}, errors.New("arguments: must be a JSON object")
 	}
-	sent, err := decodeObject(raw)
-	if err != nil {
-		return Intent{}, err
-	}
-	send := make(map[string]any, len(sent)+len(spec.Defaults))
-	withDefaults := make(map[string]any, len(args)+len(spec.Defaults))
+	send := make(map[string]any, len(args)+len(spec.Defaults))
 	for k, v := range spec.Defaults {
-		send[k], withDefaults[k] = v, v
-	}
-	for k, v := range sent {
 		send[k] = v
 	}
 	for k, v := range args {
-		withDefaults[k] = v
+		send[k] = v
 	}
-	record := make(map[string]any, len(withDefaults))
-	for k, v := range withDefaults {
+	record := make(map[string]any, len(send))
+	for k, v := range send {
 		if slices.Contains(spec.SecretArgs, k) {
 			b, err := canon.Marshal(v)
 			if err != nil {
@@ -227,17 +217,6 @@ func (f *Fingerprinter) scrub(name string, v any) any {
 		return out
 	}
 	return v
-}
-
-// decodeObject reads a JSON object, numbers kept as written.
-func decodeObject(b []byte) (map[string]any, error) {
-	var args map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&args); err != nil || args == nil {
-		return nil, errors.New("arguments: must be a JSON object")
-	}
-	return args, nil
 }
 
 func isDefault(defaults map[string]any, k string, v any) bool {
