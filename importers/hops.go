@@ -1,8 +1,10 @@
 package importers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -41,6 +43,10 @@ type hop struct {
 	// status is the line's answer (0: none): an outer hop that answered
 	// 2xx relayed an inner hop's 2xx.
 	status int
+	// line is a digest of the line as logged: two lines that differ
+	// anywhere (a request length, an upstream time) are two sends,
+	// however alike their times, which whole seconds make alike.
+	line uint64
 }
 
 // hopIndex remembers recent requests by their proxy request id.
@@ -49,9 +55,9 @@ type hopIndex struct {
 }
 
 // seenAt reports whether h is the request id's earlier line seen again at
-// another hop, or the very line again (again: every field the same, as a
-// log shipper that delivers at least once writes it twice), and
-// remembers h otherwise.
+// another hop, or the very line again (again: byte for byte, as a log
+// shipper that delivers at least once writes it twice), and remembers h
+// otherwise.
 func (x *hopIndex) seenAt(id string, h hop) (seen, again bool) {
 	if len(id) < activity.MinRequestID {
 		return false, false
@@ -116,6 +122,13 @@ func (k *sink) importedHop(id, target string, h hop) (seen, again bool, err erro
 		}
 	}
 	return false, false, nil
+}
+
+// lineSum is a line's digest (hop.line), spaces around it aside.
+func lineSum(line []byte) uint64 {
+	f := fnv.New64a()
+	f.Write(bytes.TrimSpace(line))
+	return f.Sum64()
 }
 
 // twoProxies reports whether two lines of one file are two proxies'

@@ -192,3 +192,31 @@ func TestDryRunSeesTheOtherSidecarsLog(t *testing.T) {
 		t.Errorf("the target's sidecar log: the dry run says %d executions, the import adds %d; want 0 and 0", dry.Executions, wet.Executions)
 	}
 }
+
+// TestOnlyTheVeryLineIsAShippersRepeat: a log shipper that delivers at
+// least once writes a line twice, byte for byte: one send. Two sends
+// under a request id the proxy keeps from the client (ingress-nginx's
+// $req_id), logged in the same whole second with the same times, status
+// and upstream, differ somewhere else (a request length, an upstream
+// time): two sends, not a repeat.
+func TestOnlyTheVeryLineIsAShippersRepeat(t *testing.T) {
+	first := `10.244.1.7 - - [10/Mar/2026:10:15:04 +0100] "POST /v1/payouts HTTP/1.1" 201 88 "-" "python-requests/2.31.0" 412 0.041 [payments-payouts-8080] [] 10.244.3.22:8080 88 0.040 201 7f3c9a1be2d54c0a9b6e1f2d3c4b5a69`
+	resend := `10.244.1.7 - - [10/Mar/2026:10:15:04 +0100] "POST /v1/payouts HTTP/1.1" 201 88 "-" "python-requests/2.31.0" 431 0.041 [payments-payouts-8080] [] 10.244.3.22:8080 88 0.039 201 7f3c9a1be2d54c0a9b6e1f2d3c4b5a69`
+	for _, c := range []struct {
+		name, log string
+		sends     int64
+		repeat    bool
+	}{{"the line twice", first + "\n" + first + "\n", 1, true}, {"the line twice, one with a trailing space", first + " \n" + first + "\n", 1, true},
+		{"two lines alike but for the request length and upstream time", first + "\n" + resend + "\n", 2, false}} {
+		rep, err := Import(ctx, newStore(t), writeFile(t, "access.log", []byte(c.log)), Options{Format: "nginx"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Executions != c.sends {
+			t.Errorf("%s: %d executions, want %d (%s)", c.name, rep.Executions, c.sends, rep.Note)
+		}
+		if said := strings.Contains(rep.Note, "repeat an earlier line of this file byte for byte"); said != c.repeat {
+			t.Errorf("%s: the note says %q", c.name, rep.Note)
+		}
+	}
+}

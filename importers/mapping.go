@@ -726,7 +726,7 @@ func (d *mapped) note() string {
 		n += fmt.Sprintf(", %d lines a file imported before holds already (the same request id, target and times), not imported again", d.againLines)
 	}
 	if d.repeatLines > 0 {
-		n += fmt.Sprintf(", %d lines repeat an earlier line of this file (the same request id, target, times, upstream and status: a log shipper's second delivery), not imported again", d.repeatLines)
+		n += fmt.Sprintf(", %d lines repeat an earlier line of this file byte for byte under its request id (a log shipper's second delivery), not imported again", d.repeatLines)
 	}
 	if d.mcpUnknown > 0 {
 		n += fmt.Sprintf(", %d MCP messages whose method the log does not show (not imported: a tool call cannot be told from initialize or tools/list; log the Mcp-Method header or the request body to see them", d.mcpUnknown)
@@ -786,7 +786,7 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 				return nil
 			}
 		}
-		if err := d.record(k, n, doc); err != nil {
+		if err := d.record(k, n, doc, lineSum(line)); err != nil {
 			return err
 		}
 		k.count()
@@ -839,7 +839,7 @@ type request struct {
 	errText              string // the error the line logs (Error)
 }
 
-func (d *mapped) record(k *sink, n int64, doc any) error {
+func (d *mapped) record(k *sink, n int64, doc any, line uint64) error {
 	m := d.m
 	r := request{}
 	var err error
@@ -926,7 +926,7 @@ func (d *mapped) record(k *sink, n int64, doc any) error {
 			}
 		}
 	}
-	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p, status: r.status}
+	rid, h := m.RequestID.value(doc), hop{start: r.start, end: r.end, method: r.method, path: p, status: r.status, line: line}
 	if len(rid) >= activity.MinRequestID { // only such ids are matched across hops
 		h.via, h.upstream, h.coarse = m.Via.value(doc), strings.Join(m.Upstream.values(doc), ","), coarseTime(m.Time.value(doc), logged)
 	}
