@@ -169,7 +169,7 @@ func (f *Fingerprinter) PrepareArgs(raw json.RawMessage, spec ArgSpec) (Intent, 
 		}
 		effect[k] = v
 	}
-	in := Intent{Send: send}
+	in := Intent{Send: plainNumber(send).(map[string]any)}
 	if in.Record, err = canon.Marshal(record); err != nil {
 		return Intent{}, fmt.Errorf("arguments: %w", err)
 	}
@@ -213,6 +213,32 @@ func (f *Fingerprinter) scrub(name string, v any) any {
 		out := make([]any, len(x))
 		for i, e := range x {
 			out[i] = f.scrub("", e)
+		}
+		return out
+	}
+	return v
+}
+
+// plainNumber is v with its canonical numbers as the target gets them
+// (canon.Plain): a 50-digit integer in digits, not as 1.2345…e+49, which a
+// target reads as a lossy float. The body and the URL and command
+// placeholders all get this one spelling, so two calls the fingerprint
+// takes for one intent ({"n":1e50} and {"n":10…0}) send the same thing.
+// It copies what it walks: defaults are the config's, shared by calls.
+func plainNumber(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(canon.Plain(string(x)))
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = plainNumber(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plainNumber(e)
 		}
 		return out
 	}

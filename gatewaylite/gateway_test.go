@@ -2,6 +2,7 @@ package gatewaylite_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -398,5 +399,32 @@ func TestServerErrorIsNoProofNothingHappened(t *testing.T) {
 			}
 			h.waitState(es[0].ID, c.final)
 		})
+	}
+}
+
+// TestTargetGetsPlainIntegers: canonical form writes an integer of more
+// than 40 digits as 1.2345…e+49, which a target reads as a lossy float,
+// or refuses. The target gets it in digits, in the body and in a URL
+// placeholder alike, and two calls that say one number two ways
+// ({"order":1e50} and {"order":100…0}) are one intent that sends one
+// request: the path the target acts on is the number the fingerprint read.
+func TestTargetGetsPlainIntegers(t *testing.T) {
+	h := newHarness(t, `
+[[tool]]
+name = "pay_order"
+url = "{{proxy}}/v1/orders/{order}"
+contract = "repeatable_with_key"
+`)
+	cs := h.connect(loopback.ProtocolStateless, false)
+	const amount = "12345678901234567890123456789012345678901234567890"
+	order := "1" + strings.Repeat("0", 50)
+	mustCall(t, cs, "pay_order", map[string]any{"order": json.Number("1e50"), "amount": json.Number(amount)}, nil)
+	res := mustCall(t, cs, "pay_order", map[string]any{"order": json.Number(order), "amount": json.Number(amount)}, nil)
+	if res.IsError || execMeta(t, res)["replayed"] != true {
+		t.Fatalf("one number written two ways is two intents: %v %s", execMeta(t, res), resultText(res))
+	}
+	want := "/v1/orders/" + order + ` {"amount":` + amount + `,"order":` + order + `}`
+	if got := h.target.Effects(); len(got) != 1 || got[want] != 1 {
+		t.Fatalf("the target acted on %v, want once on %s", got, want)
 	}
 }

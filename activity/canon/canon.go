@@ -562,6 +562,35 @@ func Number(lit string) (string, error) {
 	return s, nil
 }
 
+// MaxPlainDigits is the longest integer Plain writes out digit by digit.
+const MaxPlainDigits = 1000
+
+// Plain returns a canonical number (Number's output) with an integer of
+// more than 40 digits written in plain decimal, as a program that reads
+// JSON integers into a big integer type expects (1.2345e+49 reads as a
+// float or not at all), up to MaxPlainDigits; any other number as given.
+// It is the same value, and one spelling for it: 1e50 and 10…0 both come
+// out as 10…0.
+func Plain(n string) string {
+	i := strings.Index(n, "e+")
+	if i < 0 {
+		return n
+	}
+	exp, err := strconv.Atoi(n[i+2:])
+	if err != nil || exp >= MaxPlainDigits {
+		return n
+	}
+	sign, mant := "", n[:i]
+	if strings.HasPrefix(mant, "-") {
+		sign, mant = "-", mant[1:]
+	}
+	digits := strings.Replace(mant, ".", "", 1)
+	if len(digits) > exp+1 {
+		return n // a fraction: Number writes none in scientific form, but keep it whole
+	}
+	return sign + digits + strings.Repeat("0", exp+1-len(digits))
+}
+
 // formatDecimal writes digits × 10^exp (digits has no leading or trailing
 // zeros).
 func formatDecimal(digits string, exp int) string {

@@ -159,3 +159,29 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestPlain: an integer past 40 digits, which Number writes in scientific
+// form, comes back in plain digits (the same value); fractions, smaller
+// numbers and integers past MaxPlainDigits are left as they are.
+func TestPlain(t *testing.T) {
+	const big = "12345678901234567890123456789012345678901234567890"
+	for _, c := range []struct{ in, want string }{
+		{big, big},
+		{"-" + big, "-" + big},
+		{"1e41", "1" + strings.Repeat("0", 41)},
+		{"1e+2", "100"},
+		{"-1.5e300", "-15" + strings.Repeat("0", 299)},
+		{"0.5", "0.5"},
+		{"1e-7", "1e-7"},
+		{"1e1000", "1e+1000"},
+		{"12345678901234567890", "12345678901234567890"},
+	} {
+		n, err := Number(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Plain(n); got != c.want {
+			t.Errorf("Plain(Number(%s)) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
