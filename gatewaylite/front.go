@@ -130,9 +130,22 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			refuseID(w, msg.badID)
 			return
 		}
-		if opensSession(r, msg) && !g.sessions.allow(actor, g.now()) {
-			refuseSession(w, msg.single, lim.MaxSessions, g.cfg.RunIdleTimeout.Duration)
-			return
+		if opensSession(r, msg) {
+			if !g.sessions.open(actor, g.now()) {
+				refuseSession(w, msg.single, lim.MaxSessions, g.cfg.RunIdleTimeout.Duration)
+				return
+			}
+			defer func() { g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now()) }()
+		}
+		var dw *deliveryWriter
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			g.sessions.begin(actor, sid)
+			defer func() {
+				// A DELETE the SDK accepted closed it; a 404 says the SDK
+				// holds no such session (timed out) any more.
+				closed := dw != nil && (r.Method == http.MethodDelete && dw.code() < http.StatusMultipleChoices || dw.code() == http.StatusNotFound)
+				g.sessions.end(actor, sid, g.now(), closed)
+			}()
 		}
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && msg.single != nil {
 			if req, missing := msg.single, missingStateless(r.Header, msg.single, v); len(missing) > 0 {
@@ -159,7 +172,7 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			}
 			g.delivery.begin(token, msg.calls, c)
 		}
-		dw := &deliveryWriter{ResponseWriter: w}
+		dw = &deliveryWriter{ResponseWriter: w}
 		h := stateful
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless {
 			h = stateless
@@ -345,6 +358,13 @@ type deliveryWriter struct {
 	status   int // the status written; 0 until then
 }
 
+// code is the status written: 200 when the handler wrote none.
+func (d *deliveryWriter) code() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cmp.Or(d.status, http.StatusOK)
+}
+
 func (d *deliveryWriter) WriteHeader(code int) {
 	d.mu.Lock()
 	if d.status == 0 {
@@ -424,5 +444,5 @@ func opensSession(r *http.Request, rb rpcBody) bool {
 
 // refuseSession answers an initialize over its actor's session limit.
 func refuseSession(w http.ResponseWriter, m *rpcMessage, max int, window time.Duration) {
-	tooMany(w, m.ID, "60", fmt.Sprintf("session limit: this actor opened %d sessions within %s (limits.max_sessions_per_actor); reuse a session, close the ones you are done with (DELETE), or wait", max, window))
+	tooMany(w, m.ID, "60", fmt.Sprintf("session limit: this actor holds %d open sessions (limits.max_sessions_per_actor); reuse a session, close the ones you are done with (DELETE), or wait: a session left idle closes after %s", max, window))
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -224,19 +225,70 @@ func TestInexactNumberIDsRefused(t *testing.T) {
 }
 
 // TestSessionsPerActorBounded: the SDK holds a 2025-era session until it
-// times out (~7 KB each: 12,000 initializes never closed held 85 MB), so
-// an actor opens at most max_sessions_per_actor within the timeout; the
-// next initialize gets 429 and a JSON-RPC error saying why, and the
-// sessions already open go on working.
+// is closed or times out (~7 KB each: 12,000 initializes never closed held
+// 85 MB), so an actor holds at most max_sessions_per_actor open; the next
+// initialize gets 429 and a JSON-RPC error saying why, the sessions
+// already open go on working, and closing one (DELETE) makes room. A
+// client that closes each session it opens is never refused.
 func TestSessionsPerActorBounded(t *testing.T) {
 	h := newHarness(t, "\n[limits]\nmax_sessions_per_actor = 3\n")
+	for i := range 10 {
+		cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
+		if err != nil {
+			t.Fatalf("session %d, each closed before the next: %v", i+1, err)
+		}
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := holdSessions(t, h)
+	open[1].Close()
+	cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
+	if err != nil {
+		t.Fatalf("a session after one of three was closed: %v", err)
+	}
+	defer cs.Close()
+	if _, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a fourth open session: %v", err)
+	}
+}
+
+// TestIdleSessionsMakeRoom: a session idle for the session timeout is
+// closed by the SDK and no longer counted; one kept busy (a ping within
+// each timeout) stays open and counted.
+func TestIdleSessionsMakeRoom(t *testing.T) {
+	h := newHarness(t, "run_idle_timeout = \"600ms\"\n[limits]\nmax_sessions_per_actor = 3\n")
+	open := holdSessions(t, h)
+	for range 6 {
+		time.Sleep(200 * time.Millisecond)
+		for _, cs := range open {
+			if err := cs.Ping(ctx, nil); err != nil {
+				t.Fatalf("a busy session was closed: %v", err)
+			}
+		}
+	}
+	if _, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("three busy sessions past the timeout, and a fourth: %v", err)
+	}
+	time.Sleep(time.Second)
+	cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
+	if err != nil {
+		t.Fatalf("a session after three sat idle past the timeout: %v", err)
+	}
+	cs.Close()
+}
+
+// holdSessions opens the harness's three sessions, checks a fourth is
+// refused and the three go on working.
+func holdSessions(t *testing.T, h *harness) []*mcp.ClientSession {
+	t.Helper()
 	var open []*mcp.ClientSession
 	for range 3 {
 		cs, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer cs.Close()
+		t.Cleanup(func() { cs.Close() })
 		open = append(open, cs)
 	}
 	_, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolLegacy)
@@ -250,4 +302,5 @@ func TestSessionsPerActorBounded(t *testing.T) {
 	if _, err := loopback.Connect(ctx, h.endpoint(false), agentToken, loopback.ProtocolStateless); err != nil {
 		t.Fatalf("stateless: %v", err)
 	}
+	return open
 }

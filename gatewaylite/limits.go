@@ -162,40 +162,96 @@ func (r *rateLimits) allow(actor string) bool {
 	return b.Allow()
 }
 
-// sessionLimits counts the sessions each actor opened within the session
-// timeout: their start times, at most max per actor.
+// sessionLimits counts each actor's live 2025-era sessions the way the
+// SDK holds them: from the answer that gave the session its id until a
+// DELETE closed it or it sat idle for the session timeout (the SDK's
+// SessionTimeout: no request in flight for that long). A client that
+// closes its sessions is never refused however many it opens; one that
+// keeps a session busy keeps it counted. Ids are added only from the
+// SDK's answers, never from a client's header, and actors are the
+// configured ones: at most max sessions per actor are remembered.
 type sessionLimits struct {
-	mu     sync.Mutex
-	max    int
-	window time.Duration
-	starts map[string][]time.Time
+	mu      sync.Mutex
+	max     int
+	window  time.Duration
+	live    map[string]map[string]*liveSession // actor → session id
+	opening map[string]int                     // initializes not answered yet
+}
+
+// liveSession is what the SDK's idle timer follows: requests in flight
+// and when the last one ended.
+type liveSession struct {
+	last     time.Time
+	inflight int
 }
 
 func newSessionLimits(max int, window time.Duration) *sessionLimits {
-	return &sessionLimits{max: max, window: window, starts: map[string][]time.Time{}}
+	return &sessionLimits{max: max, window: window, live: map[string]map[string]*liveSession{}, opening: map[string]int{}}
 }
 
-// allow reports whether actor may open one more session now, and counts
-// it if so. Actors are the configured ones, so the map is bounded, and
-// each list holds at most max times.
-func (l *sessionLimits) allow(actor string, now time.Time) bool {
+// open reports whether actor may open one more session now and, if so,
+// holds a place for it until opened is called.
+func (l *sessionLimits) open(actor string, now time.Time) bool {
 	if l.max < 0 {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.starts[actor]
-	i := 0
-	for i < len(s) && now.Sub(s[i]) > l.window {
-		i++
+	s := l.live[actor]
+	for id, ls := range s {
+		if ls.inflight == 0 && now.Sub(ls.last) > l.window {
+			delete(s, id) // the SDK has timed it out
+		}
 	}
-	s = s[i:]
-	if len(s) >= l.max {
-		l.starts[actor] = s
+	if len(s)+l.opening[actor] >= l.max {
 		return false
 	}
-	l.starts[actor] = append(s, now)
+	l.opening[actor]++
 	return true
+}
+
+// opened gives back the place open held, counting the session the answer
+// named (id; "" when the initialize failed).
+func (l *sessionLimits) opened(actor, id string, now time.Time) {
+	if l.max < 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opening[actor]--
+	if id == "" {
+		return
+	}
+	if l.live[actor] == nil {
+		l.live[actor] = map[string]*liveSession{}
+	}
+	l.live[actor][id] = &liveSession{last: now}
+}
+
+// begin notes a request in actor's session id: the SDK's idle timer
+// stops while one is in flight. An id the actor was not given is ignored.
+func (l *sessionLimits) begin(actor, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls := l.live[actor][id]; ls != nil {
+		ls.inflight++
+	}
+}
+
+// end notes the request begin noted has ended, and whether it closed the
+// session (a DELETE the SDK accepted).
+func (l *sessionLimits) end(actor, id string, now time.Time, closed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.live[actor][id]
+	if ls == nil {
+		return
+	}
+	ls.inflight--
+	ls.last = now
+	if closed {
+		delete(l.live[actor], id)
+	}
 }
 
 // originAllowed checks the Origin header the way the SDK checks Host: a
