@@ -1358,3 +1358,69 @@ func testImportedRequestsByRequestID(t *testing.T, eng activitytest.Engine) {
 		return nil
 	})
 }
+
+// TestStoreRefusesASecondUnresolvedExecution: while an intent's execution
+// is in a state that must answer its retries (UnresolvedStates), the
+// store itself refuses a second execution of it (the
+// executions_one_unresolved index), whatever its caller does; once it
+// has an outcome, or for a read, a second one is accepted.
+func TestStoreRefusesASecondUnresolvedExecution(t *testing.T) {
+	s, _ := activitytest.Open(t, activity.Options{})
+	path := []activity.State{activity.StateAccepted, activity.StateAuthorized, activity.StateDispatched, activity.StateUnknown,
+		activity.StatePendingVerification}
+	accept := func(w *activity.Tx, fp string, c activity.Contract) (activity.Execution, error) {
+		return w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:a", Tool: "deploy", Channel: activity.ChannelHTTP,
+			Arguments: []byte(`{}`), IntentScope: "run"}, Fingerprint: fp, Contract: c})
+	}
+	// second accepts fp's first execution, moves it through to, then
+	// tries a second.
+	second := func(fp string, c activity.Contract, to []activity.State) error {
+		if _, err := s.Write(ctx, func(w *activity.Tx) error {
+			e, err := accept(w, fp, c)
+			for _, st := range to {
+				if err != nil {
+					return err
+				}
+				e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: st})
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("%s: first execution: %v", fp, err)
+		}
+		_, err := s.Write(ctx, func(w *activity.Tx) error {
+			_, err := accept(w, fp, c)
+			return err
+		})
+		return err
+	}
+	for i, st := range path {
+		fp := "fp-" + string(st)
+		if err := second(fp, activity.ContractBlockedAfterUnknown, path[1:i+1]); err == nil {
+			t.Errorf("a second execution was accepted while the first is %s", st)
+		}
+	}
+	if err := second("fp-succeeded", activity.ContractBlockedAfterUnknown, []activity.State{activity.StateAuthorized,
+		activity.StateDispatched, activity.StateSucceeded}); err != nil {
+		t.Errorf("a second execution after the first succeeded: %v", err)
+	}
+	if err := second("fp-read", activity.ContractReadOnly, []activity.State{activity.StateAuthorized, activity.StateDispatched}); err != nil {
+		t.Errorf("a second read while the first is dispatched: %v", err)
+	}
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var def string
+	if err := db.QueryRow("SELECT sql FROM sqlite_master WHERE name = 'executions_one_unresolved'").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range activity.UnresolvedStates {
+		if !strings.Contains(def, "'"+string(st)+"'") {
+			t.Errorf("executions_one_unresolved does not name %s: %s", st, def)
+		}
+	}
+	if strings.Contains(def, " IN (") {
+		t.Errorf("executions_one_unresolved checks its states through an IN list (an ephemeral table per row): %s", def)
+	}
+}
