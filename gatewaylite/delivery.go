@@ -200,8 +200,11 @@ func (d *deliveries) stop() { close(d.done) }
 
 // record writes delivery transitions. A transition the state machine
 // refuses (already delivered by a retry, say) is skipped, not an error.
+// No agent waits on it: queued as the outcomes are (WriteAsync), it
+// shares the commit of the next call's first write instead of costing a
+// commit of its own in that call's way.
 func (d *deliveries) record(evs []deliveryEvent) {
-	_, err := d.g.store.Write(context.Background(), func(w *activity.Tx) error {
+	err := <-d.g.store.WriteAsync(context.Background(), func(w *activity.Tx) error {
 		for _, ev := range evs {
 			e, err := w.Execution(ev.id)
 			if err != nil {
