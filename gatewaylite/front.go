@@ -173,6 +173,16 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			g.delivery.begin(token, msg.calls, c)
 		}
 		dw = &deliveryWriter{ResponseWriter: w}
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodDelete {
+			// Room is made before the client hears its session closed: a
+			// client that closes one and opens the next at once must not
+			// find the old one still counted.
+			dw.onStatus = func(code int) {
+				if code < http.StatusMultipleChoices {
+					g.sessions.close(actor, sid)
+				}
+			}
+		}
 		h := stateful
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless {
 			h = stateless
@@ -356,6 +366,9 @@ type deliveryWriter struct {
 	failed   map[activity.ExecutionID]bool
 	writeErr error
 	status   int // the status written; 0 until then
+	// onStatus, when set, hears the status once, before any byte of the
+	// response leaves: what the client learns from it must already hold.
+	onStatus func(code int)
 }
 
 // code is the status written: 200 when the handler wrote none.
@@ -366,15 +379,26 @@ func (d *deliveryWriter) code() int {
 }
 
 func (d *deliveryWriter) WriteHeader(code int) {
-	d.mu.Lock()
-	if d.status == 0 {
-		d.status = code
-	}
-	d.mu.Unlock()
+	d.setStatus(code)
 	d.ResponseWriter.WriteHeader(code)
 }
 
+// setStatus notes the status written first (a Write before any
+// WriteHeader sends 200).
+func (d *deliveryWriter) setStatus(code int) {
+	d.mu.Lock()
+	first := d.status == 0
+	if first {
+		d.status = code
+	}
+	d.mu.Unlock()
+	if first && d.onStatus != nil {
+		d.onStatus(code)
+	}
+}
+
 func (d *deliveryWriter) Write(p []byte) (int, error) {
+	d.setStatus(http.StatusOK)
 	n, err := d.ResponseWriter.Write(p)
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -254,6 +254,13 @@ func (l *sessionLimits) end(actor, id string, now time.Time, closed bool) {
 	}
 }
 
+// close forgets actor's session id: the SDK accepted its DELETE.
+func (l *sessionLimits) close(actor, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.live[actor], id)
+}
+
 // originAllowed checks the Origin header the way the SDK checks Host: a
 // browser on some other site must not drive a local gateway (MCP
 // transports, "Security Warning": servers must validate Origin). No
