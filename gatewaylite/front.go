@@ -130,12 +130,19 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			refuseID(w, msg.badID)
 			return
 		}
+		// countOpened counts the session an initialize's answer names,
+		// once: when its status is set, before any byte leaves (a client
+		// may close the session the moment it hears of it), or at the end
+		// when no answer came through the handler.
+		var countOpened func()
 		if opensSession(r, msg) {
 			if !g.sessions.open(actor, g.now()) {
 				refuseSession(w, msg.single, lim.MaxSessions, g.cfg.RunIdleTimeout.Duration)
 				return
 			}
-			defer func() { g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now()) }()
+			var once sync.Once
+			countOpened = func() { once.Do(func() { g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now()) }) }
+			defer countOpened()
 		}
 		var dw *deliveryWriter
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
@@ -173,6 +180,9 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			g.delivery.begin(token, msg.calls, c)
 		}
 		dw = &deliveryWriter{ResponseWriter: w}
+		if countOpened != nil {
+			dw.onStatus = func(int) { countOpened() }
+		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodDelete {
 			// Room is made before the client hears its session closed: a
 			// client that closes one and opens the next at once must not
