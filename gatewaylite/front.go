@@ -130,29 +130,25 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			refuseID(w, msg.badID)
 			return
 		}
-		// countOpened counts the session an initialize's answer names,
-		// once: when its status is set, before any byte leaves (a client
-		// may close the session the moment it hears of it), or at the end
-		// when no answer came through the handler.
-		var countOpened func()
-		if opensSession(r, msg) {
+		var dw *deliveryWriter
+		opening := opensSession(r, msg)
+		if opening {
 			if !g.sessions.open(actor, g.now()) {
 				refuseSession(w, msg.single, lim.MaxSessions, g.cfg.RunIdleTimeout.Duration)
 				return
 			}
-			var once sync.Once
-			countOpened = func() { once.Do(func() { g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now()) }) }
-			defer countOpened()
+			// Counted when the answer's status is set (sessionAnswer); an
+			// answer that never came through the handler gives the place
+			// back here.
+			defer func() {
+				if dw == nil || !dw.answered() {
+					g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now())
+				}
+			}()
 		}
-		var dw *deliveryWriter
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 			g.sessions.begin(actor, sid)
-			defer func() {
-				// A DELETE the SDK accepted closed it; a 404 says the SDK
-				// holds no such session (timed out) any more.
-				closed := dw != nil && (r.Method == http.MethodDelete && dw.code() < http.StatusMultipleChoices || dw.code() == http.StatusNotFound)
-				g.sessions.end(actor, sid, g.now(), closed)
-			}()
+			defer func() { g.sessions.end(actor, sid, g.now()) }()
 		}
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless && msg.single != nil {
 			if req, missing := msg.single, missingStateless(r.Header, msg.single, v); len(missing) > 0 {
@@ -179,20 +175,7 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 			}
 			g.delivery.begin(token, msg.calls, c)
 		}
-		dw = &deliveryWriter{ResponseWriter: w}
-		if countOpened != nil {
-			dw.onStatus = func(int) { countOpened() }
-		}
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodDelete {
-			// Room is made before the client hears its session closed: a
-			// client that closes one and opens the next at once must not
-			// find the old one still counted.
-			dw.onStatus = func(code int) {
-				if code < http.StatusMultipleChoices {
-					g.sessions.close(actor, sid)
-				}
-			}
-		}
+		dw = &deliveryWriter{ResponseWriter: w, onStatus: g.sessionAnswer(w, r, actor, opening)}
 		h := stateful
 		if v := r.Header.Get("MCP-Protocol-Version"); v >= protocolStateless {
 			h = stateless
@@ -379,6 +362,13 @@ type deliveryWriter struct {
 	// onStatus, when set, hears the status once, before any byte of the
 	// response leaves: what the client learns from it must already hold.
 	onStatus func(code int)
+}
+
+// answered reports whether the handler has set the status.
+func (d *deliveryWriter) answered() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.status != 0
 }
 
 // code is the status written: 200 when the handler wrote none.

@@ -238,27 +238,39 @@ func (l *sessionLimits) begin(actor, id string) {
 	}
 }
 
-// end notes the request begin noted has ended, and whether it closed the
-// session (a DELETE the SDK accepted).
-func (l *sessionLimits) end(actor, id string, now time.Time, closed bool) {
+// end notes the request begin noted has ended.
+func (l *sessionLimits) end(actor, id string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.live[actor][id]
-	if ls == nil {
-		return
-	}
-	ls.inflight--
-	ls.last = now
-	if closed {
-		delete(l.live[actor], id)
+	if ls := l.live[actor][id]; ls != nil {
+		ls.inflight--
+		ls.last = now
 	}
 }
 
-// close forgets actor's session id: the SDK accepted its DELETE.
+// close forgets actor's session id: the SDK closed it.
 func (l *sessionLimits) close(actor, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.live[actor], id)
+}
+
+// sessionAnswer updates the session count from an answer's status,
+// before any byte of it leaves: a client may close a session the moment
+// it hears of it, and open the next the moment it hears one closed. It
+// counts the session an initialize's answer names, and forgets one that
+// a DELETE the SDK accepted closed or a 404 says the SDK no longer holds
+// (timed out).
+func (g *Gateway) sessionAnswer(w http.ResponseWriter, r *http.Request, actor string, opening bool) func(code int) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	return func(code int) {
+		switch {
+		case opening:
+			g.sessions.opened(actor, w.Header().Get("Mcp-Session-Id"), g.now())
+		case sid != "" && (r.Method == http.MethodDelete && code < http.StatusMultipleChoices || code == http.StatusNotFound):
+			g.sessions.close(actor, sid)
+		}
+	}
 }
 
 // originAllowed checks the Origin header the way the SDK checks Host: a
