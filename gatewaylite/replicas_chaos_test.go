@@ -111,8 +111,10 @@ func startFleet(t *testing.T, n int, config string) *replicaFleet {
 }
 
 // front starts the balancer and the killer; finish stops the killer,
-// restarts whoever is down and waits until every dead replica's lease has
-// been claimed.
+// restarts whoever is down, waits until every dead replica's lease has
+// been claimed and until the live replicas are done with what they
+// dispatched (an agent that gave up left calls running; read before
+// their outcome, one is a "lost" action in the history).
 func (f *replicaFleet) front(t *testing.T) chaosFront {
 	b := &balancer{fleet: f, sticky: map[string]int{}, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	srv := httptest.NewServer(b)
@@ -122,6 +124,7 @@ func (f *replicaFleet) front(t *testing.T) chaosFront {
 		close(f.stop)
 		<-f.done
 		f.waitRecovered(t)
+		f.waitSettled(t)
 	}}
 }
 
@@ -165,6 +168,18 @@ func (f *replicaFleet) waitRecovered(t *testing.T) {
 		}
 		return true
 	}, "every killed replica's lease to be recovered")
+}
+
+// waitSettled waits until no execution is on its way to an outcome
+// (accepted, authorized or dispatched): the tools' timeouts end each.
+func (f *replicaFleet) waitSettled(t *testing.T) {
+	waitFor(t, func() bool {
+		st, err := f.store.Stats(ctx)
+		if err != nil {
+			return false
+		}
+		return st.ByState[activity.StateAccepted]+st.ByState[activity.StateAuthorized]+st.ByState[activity.StateDispatched] == 0
+	}, "the live replicas' executions to reach an outcome")
 }
 
 type recoveryCheck struct {
