@@ -583,15 +583,18 @@ func (g *Gateway) recordRefused(ctx context.Context, c activity.Call) {
 
 // dispatch sends through the tool's channel.
 func (s *toolSpec) dispatch(ctx context.Context, id activity.ExecutionID, send map[string]any) Outcome {
+	var out Outcome
 	switch {
 	case s.http != nil:
-		return s.http.dispatch(ctx, id, send)
+		out = s.http.dispatch(ctx, id, send)
 	case s.ssh != nil:
-		return s.ssh.dispatch(ctx, id, send)
+		out = s.ssh.dispatch(ctx, id, send)
 	case s.upstream != nil:
-		return s.upstream.dispatch(ctx, id, send, s.timeout)
+		out = s.upstream.dispatch(ctx, id, send, s.timeout)
+	default:
+		return Outcome{State: activity.StateFailedBefore, Reason: "tool has no dispatcher"}
 	}
-	return Outcome{State: activity.StateFailedBefore, Reason: "tool has no dispatcher"}
+	return s.withoutEchoes(out, send)
 }
 
 func optString(s string) activity.Opt[string] {

@@ -45,6 +45,7 @@ type httpTarget struct {
 	tool       *ToolConfig
 	credHeader string
 	credValue  string // read from the environment at start; never stored
+	credPrefix string // the credential's configured prefix ("Bearer "), before the secret
 	client     *http.Client
 }
 
@@ -56,7 +57,7 @@ func newHTTPTarget(t *ToolConfig, creds map[string]CredentialConfig, client *htt
 		if !ok || v == "" {
 			return nil, fmt.Errorf("tool %s: credential %s: environment variable %s is not set", t.Name, t.CredentialRef, c.ValueEnv)
 		}
-		ht.credHeader, ht.credValue = c.Header, c.Prefix+v
+		ht.credHeader, ht.credValue, ht.credPrefix = c.Header, c.Prefix+v, c.Prefix
 	}
 	return ht, nil
 }

@@ -35,6 +35,7 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 	default:
 		return exec
 	}
+	out = spec.withoutEchoes(out, send)
 	if out.NeverStarted && send != nil {
 		g.lookups.Delete(exec.ID)
 		return g.resend(ctx, spec, exec, send, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")

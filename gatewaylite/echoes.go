@@ -1,0 +1,256 @@
+package gatewaylite
+
+// A target that echoes what it was sent (an echo endpoint, an error page
+// quoting the request, a command printing its argument) would put the
+// call's secrets into its result, which the store keeps and replays. The
+// gateway knows every secret it sent: the tool's credential and the
+// call's secret arguments. Each is cut from the result and the reason
+// before either is recorded or answered.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// RedactedEcho replaces a secret the call sent wherever the target's
+// answer repeats it.
+const RedactedEcho = "[redacted: a secret this call sent]"
+
+// minEcho is the shortest secret searched for: a shorter one would match
+// ordinary text anywhere in a result.
+const minEcho = 4
+
+// withoutEchoes is out with every spelling of the secrets the call sent
+// (the credential, secret_args, secret-named members of send) cut from its
+// result and reason. send may be nil (a recovery's lookup): the
+// credential alone then.
+func (s *toolSpec) withoutEchoes(out Outcome, send map[string]any) Outcome {
+	secrets := s.sentSecrets(send)
+	if len(secrets) == 0 {
+		return out
+	}
+	spellings := echoSpellings(secrets)
+	out.Result = redactResult(out.Result, secrets, spellings)
+	out.Reason = replaceAll(out.Reason, spellings)
+	return out
+}
+
+// sentSecrets are the secret values a dispatch of send carries, at least
+// minEcho bytes long.
+func (s *toolSpec) sentSecrets(send map[string]any) []string {
+	var out []string
+	add := func(v string) {
+		if len(v) >= minEcho && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	if s.http != nil && s.http.credValue != "" {
+		add(s.http.credValue)
+		if s.http.credPrefix != "" {
+			add(strings.TrimPrefix(s.http.credValue, s.http.credPrefix))
+		}
+	}
+	for k, v := range send {
+		if slices.Contains(s.args.SecretArgs, k) {
+			leaves(v, add)
+			continue
+		}
+		secretMembers(k, v, add)
+	}
+	return out
+}
+
+// secretMembers adds the values of v's members whose names say they hold
+// a secret, at any depth, as the fingerprint's scrub finds them
+// (activity.SecretField; a header list's {"name": "Authorization",
+// "value": …}).
+func secretMembers(name string, v any, add func(string)) {
+	if name != "" && activity.SecretField(name) {
+		leaves(v, add)
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if header, _ := x["name"].(string); header != "" && activity.SecretField(header) {
+			leaves(x["value"], add)
+		}
+		for k, e := range x {
+			secretMembers(k, e, add)
+		}
+	case []any:
+		for _, e := range x {
+			secretMembers("", e, add)
+		}
+	}
+}
+
+// leaves adds every string and number inside v.
+func leaves(v any, add func(string)) {
+	switch x := v.(type) {
+	case string:
+		add(x)
+	case json.Number:
+		add(string(x))
+	case map[string]any:
+		for _, e := range x {
+			leaves(e, add)
+		}
+	case []any:
+		for _, e := range x {
+			leaves(e, add)
+		}
+	}
+}
+
+// echoSpellings are the ways a target's text may spell each secret: as
+// is, JSON-escaped (Go's, with and without HTML escapes; ASCII-only as
+// Python writes it; "/" as "\/"), and URL-escaped. Longest first, so a
+// credential goes before the bare token inside it.
+func echoSpellings(secrets []string) []string {
+	var out []string
+	add := func(v string) {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	for _, s := range secrets {
+		add(s)
+		plain := jsonEscape(s, false)
+		add(plain)
+		add(jsonEscape(s, true))
+		add(asciiEscape(plain))
+		add(strings.ReplaceAll(plain, "/", `\/`))
+		add(url.QueryEscape(s))
+		add(url.PathEscape(s))
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// jsonEscape is s as inside a JSON string, without the quotes.
+func jsonEscape(s string, html bool) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	enc.Encode(s)
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(b.String(), `"`), "\n"), `"`)
+}
+
+// asciiEscape writes every non-ASCII rune of s as \uXXXX (a surrogate
+// pair beyond the BMP), as Python's json.dumps does by default.
+func asciiEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// redactResult cuts the spellings from every string of an MCP result (a
+// JSON document), or returns it as it came when none is there. A quick
+// look first: every spelling keeps a secret's letters and digits as they
+// are, so a result holding none of the secrets' longest such runs holds
+// no echo and is not decoded.
+func redactResult(result json.RawMessage, secrets, spellings []string) json.RawMessage {
+	if len(result) == 0 || !mayHold(result, secrets) {
+		return result
+	}
+	dec := json.NewDecoder(bytes.NewReader(result))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		// Not JSON (a dispatcher's own rendering always is): cut the
+		// spellings from the bytes.
+		return json.RawMessage(replaceAll(string(result), spellings))
+	}
+	doc, changed := redactStrings(doc, spellings)
+	if !changed {
+		return result
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return json.RawMessage(replaceAll(string(result), spellings))
+	}
+	return b
+}
+
+// mayHold reports whether result may spell one of the secrets.
+func mayHold(result []byte, secrets []string) bool {
+	for _, s := range secrets {
+		core := longestAlnum(s)
+		if len(core) < minEcho || bytes.Contains(result, []byte(core)) {
+			return true
+		}
+	}
+	return false
+}
+
+// longestAlnum is the longest run of ASCII letters and digits in s.
+func longestAlnum(s string) string {
+	best, start := "", -1
+	for i := 0; i <= len(s); i++ {
+		alnum := i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z')
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
+			if i-start > len(best) {
+				best = s[start:i]
+			}
+			start = -1
+		}
+	}
+	return best
+}
+
+// redactStrings cuts the spellings from every string in v, keys included.
+func redactStrings(v any, spellings []string) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		r := replaceAll(x, spellings)
+		return r, r != x
+	case map[string]any:
+		changed := false
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			rk := replaceAll(k, spellings)
+			re, c := redactStrings(e, spellings)
+			out[rk] = re
+			changed = changed || c || rk != k
+		}
+		return out, changed
+	case []any:
+		changed := false
+		for i, e := range x {
+			var c bool
+			x[i], c = redactStrings(e, spellings)
+			changed = changed || c
+		}
+		return x, changed
+	}
+	return v, false
+}
+
+func replaceAll(s string, spellings []string) string {
+	for _, sp := range spellings {
+		if strings.Contains(s, sp) {
+			s = strings.ReplaceAll(s, sp, RedactedEcho)
+		}
+	}
+	return s
+}

@@ -1,0 +1,147 @@
+package gatewaylite_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
+	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/gatewaylite"
+)
+
+// echoCore is the letters-and-digits run of echoSecret: every spelling
+// of the secret holds it, so finding it anywhere means the secret is
+// there in some spelling.
+const echoCore = "7a1fcafe9d2b"
+
+// echoSecret has a "/" and a non-ASCII letter, which encoders spell in
+// different ways.
+const echoSecret = "zq/é-" + echoCore
+
+// echoServer answers every request with what it received (headers, body,
+// URL), as httpbin's /anything does, in the encoding its path names: go
+// (encoding/json, HTML escapes), ascii (non-ASCII as \uXXXX, as Python's
+// json.dumps), slash ("/" as "\/", as PHP's json_encode), text (plain).
+func echoServer(t *testing.T) (*httptest.Server, *strings.Builder) {
+	var seen strings.Builder
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen.WriteString(r.Header.Get("Authorization") + string(body))
+		doc := map[string]any{"headers": r.Header, "body": string(body), "url": r.URL.String()}
+		b, _ := json.Marshal(doc)
+		mode := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		switch mode {
+		case "ascii":
+			b = []byte(pythonASCII(string(b)))
+		case "slash":
+			b = bytes.ReplaceAll(b, []byte("/"), []byte(`\/`))
+		case "text":
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprintf(w, "you sent %s with %s", body, r.Header.Get("Authorization"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &seen
+}
+
+// pythonASCII writes non-ASCII runes as JSON's \uXXXX escapes (UTF-16).
+func pythonASCII(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x80 {
+			b.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&b, `\u%04x`, u)
+		}
+	}
+	return b.String()
+}
+
+// TestTargetEchoesNeverRecorded: a target that repeats what it was sent
+// (its credential, a secret argument, an undeclared secret-named one) in
+// any of the usual encodings has those cut from the result the store
+// keeps, the export, and the answer; the rest of the echo stays, and the
+// target still got every secret.
+func TestTargetEchoesNeverRecorded(t *testing.T) {
+	echo, seen := echoServer(t)
+	var tools strings.Builder
+	modes := []string{"go", "ascii", "slash", "text"}
+	for _, m := range modes {
+		fmt.Fprintf(&tools, `
+[[tool]]
+name = "echo_%[1]s"
+url = "%[2]s/anything/%[1]s"
+credential_ref = "deploy-service"
+contract = "repeatable_with_key"
+secret_args = ["password"]
+timeout = "5s"
+`, m, echo.URL)
+	}
+	h := newHarness(t, tools.String())
+	cs := h.connect(loopback.ProtocolStateless, false)
+	var answers strings.Builder
+	for _, m := range modes {
+		res := mustCall(t, cs, "echo_"+m, map[string]any{"password": echoSecret, "api_key": "undeclared-" + echoCore + "x", "note": "plain-visible-note"}, nil)
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				answers.WriteString(tc.Text)
+			}
+		}
+		if res.StructuredContent != nil {
+			b, _ := json.Marshal(res.StructuredContent)
+			answers.Write(b)
+		}
+	}
+	if !strings.Contains(seen.String(), echoSecret) || !strings.Contains(seen.String(), credValue) {
+		t.Fatalf("the target did not get the secrets it echoes: %.300s", seen.String())
+	}
+	h.gw.Close() // flush the outcomes and deliveries
+	if _, err := h.store.Seal(ctx, activity.SealManual); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	if _, err := audit.Export(ctx, h.store, &export); err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string][]byte{"answers": []byte(answers.String()), "export": export.Bytes(), "logs": []byte(h.logs.String())}
+	for _, f := range []string{"gw.db", "gw.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(h.dir, f))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		sources[f] = b
+	}
+	for name, data := range sources {
+		for _, canary := range []string{echoCore, credValue} {
+			if bytes.Contains(data, []byte(canary)) {
+				i := bytes.Index(data, []byte(canary))
+				t.Errorf("%s holds %q: …%q…", name, canary, data[max(0, i-60):min(len(data), i+40)])
+			}
+		}
+	}
+	a := answers.String()
+	if n := strings.Count(a, gatewaylite.RedactedEcho); n < len(modes)*2 {
+		t.Errorf("the answers name %d redactions, want at least %d: %.400s", n, len(modes)*2, a)
+	}
+	if strings.Count(a, "plain-visible-note") < len(modes) {
+		t.Errorf("the echo of an ordinary argument was lost: %.400s", a)
+	}
+}
