@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
@@ -20,7 +21,9 @@ func (c *ExportCmd) Help() string {
 	return `Writes a header line, then every record's stored bytes verbatim (one per
 line), with each signed checkpoint right after the record it completes.
 The log is sealed first when this host has the signing key, so the export
-ends at a checkpoint. No key material is written.
+ends at a checkpoint. No key material is written. The export is verified
+as it is written: a log that does not verify is still exported whole,
+and the command says so and exits 1.
 
 'mcpdup audit verify --export FILE --key PUB' checks it with no database.
 
@@ -50,7 +53,14 @@ func (c *ExportCmd) Run(g *Globals) error {
 			w = sw.Raw // the records are bytes to keep exact, not text
 		}
 	}
-	sum, err := audit.Export(ctx, s, w)
+	// The export is verified as it is written, by the verifier its reader
+	// will run: a log that does not verify is still exported whole (it is
+	// the evidence), but the command says so and exits 1.
+	pub, _ := s.PublicKey() // none: hashes and chain are still checked
+	verified, feed := verifyStream(pub)
+	sum, err := audit.Export(ctx, s, io.MultiWriter(w, feed))
+	feed.Close()
+	rep := <-verified
 	if err != nil {
 		return err
 	}
@@ -62,5 +72,37 @@ func (c *ExportCmd) Run(g *Globals) error {
 		unsealed = fmt.Sprintf(", %d unsealed (no signing key on this host)", sum.Records-sum.SealedSize)
 	}
 	fmt.Fprintf(g.stderr, "exported %d records and %d checkpoints (%d bytes) from %s%s\n", sum.Records, sum.Checkpoints, sum.Bytes, sum.Origin, unsealed)
+	if rep.err != nil {
+		return fmt.Errorf("the export was written but could not be verified: %w", rep.err)
+	}
+	if rep.Tampered {
+		first := ""
+		if len(rep.Problems) > 0 {
+			first = ", first: " + termsafe.Line(rep.Problems[0].Message)
+		}
+		return fmt.Errorf("the export was written, but the log it holds does not verify (%d problems%s): see mcpdup audit verify", len(rep.Problems)+rep.ProblemsOmitted, first)
+	}
 	return nil
+}
+
+type streamReport struct {
+	*audit.Report
+	err error
+}
+
+// verifyStream verifies, on a goroutine, the export written to feed; the
+// report arrives once feed is closed. The reader is drained whatever the
+// verifier does, so the export never blocks on it.
+func verifyStream(pub string) (<-chan streamReport, io.WriteCloser) {
+	pr, pw := io.Pipe()
+	out := make(chan streamReport, 1)
+	go func() {
+		rep, err := audit.VerifyExport(pr, "the export", audit.Options{Key: pub, LogOnly: true})
+		io.Copy(io.Discard, pr)
+		if rep == nil {
+			rep = &audit.Report{}
+		}
+		out <- streamReport{rep, err}
+	}()
+	return out, pw
 }
