@@ -1,7 +1,6 @@
 package activity_test
 
 import (
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"fmt"
@@ -39,42 +38,15 @@ func BenchmarkCommitPages(b *testing.B) {
 		return err
 	})
 	args := []byte(`{"service":"api","version":"1.2.3"}`)
-	var prev activity.ExecutionID
 	var prevOut <-chan error
 	call := func(i int) {
-		var e activity.Execution
-		_, err := s.Write(ctx, func(w *activity.Tx) error {
-			fp := fmt.Sprintf("%x", sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i))))
-			if _, err := w.LatestMatch(fp, "agent:bench", "run"); err != nil {
-				return err
-			}
-			c, err := w.RecordCall(activity.Call{Actor: "agent:bench", Method: "tools/call", Tool: "deploy_release", RunID: run.ID,
-				Arguments: args, Disposition: activity.DispositionNewExecution})
-			if err != nil {
-				return err
-			}
-			e, err = w.Accept(activity.Execution{Action: activity.Action{Actor: "agent:bench", Tool: "deploy_release", Channel: activity.ChannelHTTP,
-				Target: "http://127.0.0.1:9400/v1/releases", Method: "POST", Arguments: args, IntentScope: "run"},
-				Fingerprint: fp, RunID: run.ID, CreatedByCall: c.ID, Contract: activity.ContractRepeatableWithKey})
-			if err != nil {
-				return err
-			}
-			if _, _, err := w.VaultLocked(); err != nil {
-				return err
-			}
-			if e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateAuthorized}); err != nil {
-				return err
-			}
-			e, err = w.Transition(activity.Transition{ExecutionID: e.ID, To: activity.StateDispatched})
-			return err
-		})
+		e, err := gatewayFirstWrite(s, run.ID, args, int64(i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if prevOut != nil {
 			<-prevOut
 		}
-		_ = prev
 		id := e.ID
 		prevOut = s.WriteAsync(ctx, func(w *activity.Tx) error {
 			ref, err := w.PutResult([]byte(fmt.Sprintf(`{"content":[{"type":"text","text":"ok %d"}]}`, i)))
