@@ -48,11 +48,18 @@ func detectBare(head []byte) (string, error) {
 	}
 	// A JSON Lines file may start with a line that is not a record (a
 	// runtime's banner): the first line that is a JSON object decides.
+	escaped := false // the line decides with nginx's \xHH escapes undone
 	for i, l := range bytes.SplitN(head, []byte("\n"), detectLines+1) {
 		if l = bytes.TrimSpace(l); i < detectLines && len(l) > 0 && l[0] == '{' && json.Valid(l) {
-			first = l
+			first, escaped = l, false
 			break
 		}
+		if fixed, ok := xEscapedJSON(l); ok && i < detectLines && l[0] == '{' && !escaped {
+			first, escaped = fixed, true // unless a later line is JSON as it is
+		}
+	}
+	if escaped {
+		return detectXEscaped(first)
 	}
 	var obj map[string]json.RawMessage
 	if first[0] == '{' && !bytes.Contains(head, []byte("\n")) && !json.Valid(first) {
@@ -103,6 +110,22 @@ func detectBare(head []byte) (string, error) {
 		return "", &UnknownFormatError{Why: batchWhy(first)}
 	}
 	return "", &UnknownFormatError{Why: fmt.Sprintf("cannot tell the format from the first line %q", clip(first, 80))}
+}
+
+// detectXEscaped names the format of a JSON line in nginx's default
+// escaping (its \xHH escapes undone): a preset whose producer writes it.
+func detectXEscaped(line []byte) (string, error) {
+	var obj map[string]json.RawMessage
+	json.Unmarshal(line, &obj)
+	name := detectPreset(obj)
+	if name != "" && presets[name].JSONEscapes == "x" {
+		return name, nil
+	}
+	what := "no format here has"
+	if name != "" {
+		what = name + " does not write so"
+	}
+	return "", &UnknownFormatError{Why: fmt.Sprintf("the first line is JSON in nginx's default escaping (\\xHH in its strings: a log_format without escape=json) with keys %s, which %s", keys(obj), what), Mapping: true}
 }
 
 // detectLater names the format of the first of the head's first lines,

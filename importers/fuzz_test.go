@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	fastjson "github.com/segmentio/encoding/json"
 
@@ -292,6 +293,20 @@ func FuzzOTLPLineDecoders(f *testing.F) {
 		}
 		if !reflect.DeepEqual(fast, std) {
 			t.Fatalf("decoded differently:\nsegmentio %+v\nencoding/json %+v", fast, std)
+		}
+	})
+}
+
+// FuzzXEscapedJSON: undoing nginx's \xHH escapes never panics, and what
+// it returns is valid JSON of valid UTF-8.
+func FuzzXEscapedJSON(f *testing.F) {
+	for _, s := range []string{`{"a":"\x22hi\x22"}`, `{"a":"\xC3\xA9\x5C"}`, `{"a":"\x2`, `{"\x22":"\x00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		out, ok := xEscapedJSON(line)
+		if ok && (!json.Valid(out) || !utf8.Valid(out)) {
+			t.Fatalf("%q read as %q", line, out)
 		}
 	})
 }

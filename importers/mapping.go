@@ -43,6 +43,10 @@ type Mapping struct {
 	// Text lists the producer's plain-text line formats; a line that is
 	// not JSON is read through the first it matches (textline.go).
 	Text []TextFormat `toml:"text"`
+	// JSONEscapes "x": JSON lines may carry \xHH escapes in their strings
+	// (nginx's default escaping, a JSON log_format without escape=json),
+	// undone as they are read (xescaped.go). Empty: JSON as JSON is.
+	JSONEscapes string `toml:"json_escapes"`
 
 	Time Field `toml:"time"` // when the request arrived (required), or ended: TimeAt
 	// TimeAt is what Time marks: "start" (the default) or "end" (nginx
@@ -237,6 +241,9 @@ func ParseMapping(b []byte) (*Mapping, error) {
 	}
 	if len(m.Time.From) == 0 {
 		return nil, errors.New("time.from is required: a record without a time cannot be placed")
+	}
+	if m.JSONEscapes != "" && m.JSONEscapes != "x" {
+		return nil, fmt.Errorf("json_escapes = %q: it is \"x\" (nginx's \\xHH escaping inside JSON strings) or absent", m.JSONEscapes)
 	}
 	if m.TimeAt != "" && m.TimeAt != "start" && m.TimeAt != "end" {
 		return nil, fmt.Errorf("time_at = %q: it is \"start\" or \"end\", what the time field marks", m.TimeAt)
@@ -708,7 +715,34 @@ type mapped struct {
 	mcpCalls                       int64 // MCP tool calls through the proxy
 	noise, firstNoise              int64 // text lines no line format reads, and the first's number
 	withArgs                       int64 // records whose arguments the log holds
+	xEscaped                       int64 // JSON lines read with nginx's \xHH escapes undone
 	runs                           map[string]activity.RunID
+}
+
+// jsonLine decodes a JSON line, numbers kept as written; one in \xHH
+// escaping with them undone, if the mapping says its producer writes them.
+func (d *mapped) jsonLine(line []byte) (any, error) {
+	var doc any
+	err := decodeNumbers(line, &doc)
+	if err != nil && d.m.JSONEscapes == "x" {
+		if fixed, ok := xEscapedJSON(line); ok && decodeNumbers(fixed, &doc) == nil {
+			d.xEscaped++
+			return doc, nil
+		}
+	}
+	if err != nil {
+		if _, ok := xEscapedJSON(line); ok {
+			return nil, fmt.Errorf("not a JSON object: its strings hold \\xHH escapes (nginx's default escaping: the log_format lacks escape=json), which the %s mapping does not read (json_escapes = \"x\" does)", d.m.Name)
+		}
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	return doc, nil
+}
+
+func decodeNumbers(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	return dec.Decode(v)
 }
 
 func (d *mapped) note() string {
@@ -718,6 +752,9 @@ func (d *mapped) note() string {
 	}
 	if d.hopLines > 0 {
 		n += fmt.Sprintf(", %d lines of a request already read (here or in a file imported before), logged again by another proxy it crossed (the same request id, within the first line's time): one send", d.hopLines)
+	}
+	if d.xEscaped > 0 {
+		n += fmt.Sprintf(", %d JSON lines with nginx's \\xHH escapes (its default escaping: the log_format lacks escape=json), read with them undone", d.xEscaped)
 	}
 	if d.noise > 0 {
 		n += fmt.Sprintf(", %d lines none of its line formats reads (passed over as no request; the first is line %d)", d.noise, d.firstNoise)
@@ -771,10 +808,9 @@ func (d *mapped) decode(ctx context.Context, in *lines, k *sink) error {
 			k.noise(n)
 			return nil
 		} else {
-			dec := json.NewDecoder(bytes.NewReader(line))
-			dec.UseNumber()
-			if err := dec.Decode(&doc); err != nil {
-				return k.bad(n, "", fmt.Errorf("not a JSON object: %w", err))
+			var err error
+			if doc, err = d.jsonLine(line); err != nil {
+				return k.bad(n, "", err)
 			}
 			if _, batch := doc.([]any); batch {
 				return k.bad(n, "", errors.New(batchWhy(line)))
