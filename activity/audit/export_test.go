@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/activity/audit"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 func (smp sample) export(t *testing.T) []byte {
@@ -306,4 +307,35 @@ func TestExportsUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d of 100 exports taken under load verify", ok)
+}
+
+// TestExportWithARecordForgedAtItsEnd: a record chained onto the export's
+// last one (no key needed for that) is caught by the header's count, and
+// the check says records were added, not removed.
+func TestExportWithARecordForgedAtItsEnd(t *testing.T) {
+	smp := newSample(t, 0)
+	data := smp.export(t)
+	ls := lines(data)
+	last := ""
+	for _, l := range ls {
+		if strings.HasPrefix(l, `{"v":1,`) {
+			last = strings.TrimSuffix(l, "\n")
+		}
+	}
+	seq, _, err := activity.ParseHead([]byte(last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := activity.EncodeRecord(seq+1, tlog.RecordHash([]byte(last)), time.Now(), activity.KindResolution,
+		map[string]any{"execution_id": "act_forged", "outcome": "verified", "operator": "mallory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := verifyExport(t, append(append([]byte(nil), data...), append(forged.Bytes, '\n')...), smp.pub)
+	wantProblem(t, rep, audit.CheckTruncation, "appended", -1)
+	for _, c := range rep.Checks {
+		if c.Name == audit.CheckTruncation && (!strings.Contains(c.Detail, "added") || strings.Contains(c.Detail, "removed")) {
+			t.Errorf("the check says %q, want records added", c.Detail)
+		}
+	}
 }

@@ -436,7 +436,13 @@ func VerifyExport(r io.Reader, name string, opts Options) (*Report, error) {
 		}
 	}
 	v.close()
-	if hdr.Records != v.pos {
+	switch {
+	case v.pos > hdr.Records:
+		// Chained like the rest, and unsigned unless a checkpoint was
+		// forged too: only the header's count gives them away.
+		v.appended++
+		v.problem(CheckTruncation, "appended", -1, "%s: header says %d records, the file has %d: %d added after the export was written", name, hdr.Records, v.pos, v.pos-hdr.Records)
+	case v.pos < hdr.Records:
 		v.problem(CheckTruncation, "count_mismatch", -1, "%s: header says %d records, the file has %d", name, hdr.Records, v.pos)
 	}
 	return v.report(name, opts.Key), nil

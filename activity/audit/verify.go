@@ -146,6 +146,7 @@ type verifier struct {
 	problems []Problem
 	omitted  int
 	counts   map[string]int
+	appended int // of counts[CheckTruncation]: an export longer than its header says
 	total    int64
 	tables   *activity.TableReport // nil: no tables to check (an export)
 
@@ -488,6 +489,16 @@ var failureText = map[string]string{
 	CheckTables:     "rows differ from what the signed log implies",
 }
 
+// failure is failureText[name], unless the check's every problem says
+// otherwise: an export longer than its header fails the length check
+// with records added, not removed.
+func (v *verifier) failure(name string) string {
+	if name == CheckTruncation && v.appended == v.counts[name] {
+		return "the export holds more records than its header says it was written with: records were added to its end"
+	}
+	return failureText[name]
+}
+
 func checkOrder(name string) int {
 	for i, n := range []string{CheckSeq, CheckChain, CheckHashes, CheckSignatures, CheckRoots, CheckTruncation, CheckTrusted, CheckSealed, CheckTables} {
 		if n == name {
@@ -504,7 +515,7 @@ func (v *verifier) checks(rep *Report) []Check {
 		if v.counts[name] > 0 {
 			// A failure says what is wrong in its own words, not the
 			// sentence that describes a pass.
-			status, detail = StatusFailed, fmt.Sprintf("%d problem(s): %s", v.counts[name], failureText[name])
+			status, detail = StatusFailed, fmt.Sprintf("%d problem(s): %s", v.counts[name], v.failure(name))
 		}
 		out = append(out, Check{name, checkTitles[name], status, detail})
 	}
