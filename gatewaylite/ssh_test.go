@@ -85,7 +85,7 @@ port = %d
 user = %q
 host_key = %q
 credential_ref = "host-key"
-command = ["sh", "-c", "sleep \"$2\"; printf '%%s\\n' \"$1\" >> \"$3\"; echo appended in \"$(pwd)\"", "sh", "{line}", "{pause}", %q]
+command = ["sh", "-c", "sleep \"$2\"; while [ -e \"$3.hold\" ]; do sleep 0.05; done; printf '%%s\\n' \"$1\" >> \"$3\"; echo appended in \"$(pwd)\"", "sh", "{line}", "{pause}", %q]
 workdir = %q
 marker_dir = %q
 helper = %q
@@ -193,7 +193,14 @@ func TestSSHChangedHostKeyRefused(t *testing.T) {
 func TestSSHDropAfterStart(t *testing.T) {
 	h := newSSHHarness(t, "")
 	cs := h.connect("2025-06-18", false)
-	args := map[string]any{"line": "deploy r-881", "pause": "2"}
+	// The command holds while effect.hold exists, so it is still running
+	// when the retries come however slow this machine is; the test lets it
+	// finish once a retry has been told it runs.
+	hold := h.effect + ".hold"
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"line": "deploy r-881", "pause": "0"}
 	h.proxy.CutNext(800 * time.Millisecond)
 	first := mustCall(t, cs, "append_line", args, nil)
 	m := execMeta(t, first)
@@ -211,6 +218,9 @@ func TestSSHDropAfterStart(t *testing.T) {
 			t.Fatalf("the retry made a new execution: %+v", execMeta(t, res))
 		}
 		sawRunning = sawRunning || strings.Contains(resultText(res), "in progress: still running on the host (pid ")
+		if sawRunning {
+			os.Remove(hold)
+		}
 		h.gw.Settle()
 		if e, _ := h.store.Execution(ctx, id); e.Outcome == activity.OutcomeSuccess {
 			break
@@ -218,7 +228,7 @@ func TestSSHDropAfterStart(t *testing.T) {
 		if time.Now().After(deadline) {
 			h.gw.Settle()
 			e, _ := h.store.Execution(ctx, id)
-			t.Fatalf("never recovered: %+v", e)
+			t.Fatalf("never recovered (a retry told it runs: %v): %+v", sawRunning, e)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
