@@ -26,6 +26,11 @@ func (e *Edge) Add(n int64, hashes []tlog.Hash) {
 	}
 }
 
+// seed sets the newest complete subtree at level: node k, hash h.
+func (e *Edge) seed(level int, k int64, h tlog.Hash) {
+	e.n[level], e.hash[level], e.set[level] = k, h, true
+}
+
 // ReadHashes implements tlog.HashReader.
 func (e *Edge) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))

@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -210,21 +211,7 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 	if size == 0 {
 		return Checkpoint{}, nil // nothing to seal
 	}
-	r := txHashReader{ctx, tx}
-	if last != nil {
-		_, _, prevRoot, err := ParseCheckpointText(noteText(last.Note))
-		if err != nil {
-			return Checkpoint{}, fmt.Errorf("checkpoint %d: %w", last.Size, err)
-		}
-		now, err := tlog.TreeHash(last.Size, r)
-		if err != nil {
-			return Checkpoint{}, err
-		}
-		if now != prevRoot {
-			return Checkpoint{}, fmt.Errorf("refusing to sign: the tree at size %d no longer matches its checkpoint (the log was altered; run mcpdup audit verify)", last.Size)
-		}
-	}
-	root, err := tlog.TreeHash(size, r)
+	root, err := sealRoot(ctx, tx, last, size)
 	if err != nil {
 		return Checkpoint{}, err
 	}
@@ -238,6 +225,95 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 		return Checkpoint{}, err
 	}
 	return Checkpoint{Origin: s.origin, Size: size, Root: root, Note: msg, CreatedAt: now, Reason: reason}, nil
+}
+
+// sealRoot is the root of the first size records, for a checkpoint to
+// sign. The stored tree hashes are a cache nothing signs, so it takes from
+// them only the subtrees the previous checkpoint's root is made of, checked
+// against that signed root, and recomputes the rest from the records' own
+// bytes, comparing each record's cached leaf and tree hashes as it goes. A
+// cache edited or damaged in the unsealed tail once had the store sign a
+// root its records do not make: a true log that audit verify then called
+// rewritten, witness file included.
+func sealRoot(ctx context.Context, tx *sql.Tx, last *Checkpoint, size int64) (tlog.Hash, error) {
+	var edge Edge // no fallback: every hash it holds is checked or recomputed
+	from := int64(0)
+	if last != nil {
+		_, _, prevRoot, err := ParseCheckpointText(noteText(last.Note))
+		if err != nil {
+			return tlog.Hash{}, fmt.Errorf("checkpoint %d: %w", last.Size, err)
+		}
+		var idx []int64
+		var at []int
+		for level := 63; level >= 0; level-- {
+			if last.Size>>uint(level)&1 == 1 {
+				idx = append(idx, tlog.StoredHashIndex(level, last.Size>>uint(level)-1))
+				at = append(at, level)
+			}
+		}
+		hs, err := txHashReader{ctx, tx}.ReadHashes(idx)
+		if err != nil {
+			return tlog.Hash{}, err
+		}
+		for i, level := range at {
+			edge.seed(level, last.Size>>uint(level)-1, hs[i])
+		}
+		now, err := tlog.TreeHash(last.Size, &edge)
+		if err != nil {
+			return tlog.Hash{}, err
+		}
+		if now != prevRoot {
+			return tlog.Hash{}, fmt.Errorf("refusing to sign: the stored tree at size %d no longer makes its checkpoint's root (the log or its tree_hashes cache was altered; run mcpdup audit verify)", last.Size)
+		}
+		from = last.Size
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, canonical, leaf_hash, tree_hashes FROM audit_log WHERE seq >= ? AND seq < ? ORDER BY seq`, from, size)
+	if err != nil {
+		return tlog.Hash{}, err
+	}
+	defer rows.Close()
+	want := from
+	for rows.Next() {
+		var seq int64
+		var canonical, leaf, tree sql.RawBytes
+		if err := rows.Scan(&seq, &canonical, &leaf, &tree); err != nil {
+			return tlog.Hash{}, err
+		}
+		if seq != want {
+			return tlog.Hash{}, fmt.Errorf("refusing to sign: record %d is missing from the log", want)
+		}
+		h := tlog.RecordHash(canonical)
+		hashes, err := tlog.StoredHashesForRecordHash(seq, h, &edge)
+		if err != nil {
+			return tlog.Hash{}, fmt.Errorf("record %d: tree: %w", seq, err)
+		}
+		if !bytes.Equal(leaf, h[:]) || !SameTreeHashes(tree, hashes) {
+			return tlog.Hash{}, fmt.Errorf("refusing to sign: record %d's stored leaf or tree hashes are not what its bytes make (the log or its hash cache was altered; run mcpdup audit verify)", seq)
+		}
+		edge.Add(seq, hashes)
+		want++
+	}
+	if err := rows.Err(); err != nil {
+		return tlog.Hash{}, err
+	}
+	if want != size {
+		return tlog.Hash{}, fmt.Errorf("refusing to sign: record %d is missing from the log", want)
+	}
+	return tlog.TreeHash(size, &edge)
+}
+
+// SameTreeHashes reports whether stored, a row's tree_hashes, holds the
+// level ≥ 1 nodes of hashes (tlog.StoredHashesForRecordHash's result).
+func SameTreeHashes(stored []byte, hashes []tlog.Hash) bool {
+	if len(hashes) == 0 || len(stored) != (len(hashes)-1)*tlog.HashSize {
+		return false
+	}
+	for i, h := range hashes[1:] {
+		if !bytes.Equal(stored[i*tlog.HashSize:(i+1)*tlog.HashSize], h[:]) {
+			return false
+		}
+	}
+	return true
 }
 
 // sealIfDue seals when the policy says so: always for a resolution, or
@@ -463,6 +539,29 @@ func readCheckpoints(ctx context.Context, q interface {
 // LatestCheckpoint returns the newest stored checkpoint note, or nil.
 func (s *Store) LatestCheckpoint(ctx context.Context) (*Checkpoint, error) {
 	return latestCheckpoint(ctx, s.r)
+}
+
+// ScanLogHashes is ScanLog with each row's tree_hashes too: the Merkle
+// nodes the record completed (levels 1..), which inclusion proofs, the
+// append path and the seal read, and a verifier compares with the tree it
+// recomputes. The bytes passed to fn are only valid during the call.
+func (s *Store) ScanLogHashes(ctx context.Context, from int64, fn func(seq int64, canonical, leafHash, treeHashes []byte) error) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, canonical, leaf_hash, tree_hashes FROM audit_log WHERE seq >= ? ORDER BY seq`, from)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var canonical, leaf, tree sql.RawBytes
+		if err := rows.Scan(&seq, &canonical, &leaf, &tree); err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		if err := fn(seq, canonical, leaf, tree); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // ScanLog streams the raw log rows in seq order, starting at from. The

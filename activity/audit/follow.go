@@ -81,12 +81,12 @@ func (f *Follower) Advance(ctx context.Context) (*Report, error) {
 	if v.pos == 0 {
 		err = scanBatches(ctx, f.s, v.pos, func(b *rowBatch) {
 			for i := range b.seqs {
-				v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
+				v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i], b.tree[i])
 			}
 		})
 	} else {
-		err = f.s.ScanLog(ctx, v.pos, func(seq int64, canonical, leaf []byte) error {
-			v.addRecord(seq, canonical, leaf)
+		err = f.s.ScanLogHashes(ctx, v.pos, func(seq int64, canonical, leaf, tree []byte) error {
+			v.addRecord(seq, canonical, leaf, tree)
 			return nil
 		})
 	}

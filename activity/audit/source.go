@@ -62,7 +62,7 @@ func VerifyStore(ctx context.Context, s *activity.Store, opts Options) (*Report,
 	// cores a reader goroutine feeding batches halves the wall time.
 	err = scanBatches(ctx, s, 0, func(b *rowBatch) {
 		for i := range b.seqs {
-			v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i])
+			v.addRecord(b.seqs[i], b.canonical[i], b.leaf[i], b.tree[i])
 			if tables != nil {
 				tables.Add(b.seqs[i], b.canonical[i])
 			}
@@ -209,19 +209,19 @@ var timeNow = time.Now
 
 // rowBatch is a run of log rows copied out of SQLite into one arena.
 type rowBatch struct {
-	seqs            []int64
-	canonical, leaf [][]byte
-	arena           []byte
+	seqs                  []int64
+	canonical, leaf, tree [][]byte
+	arena                 []byte
 }
 
 const batchRows = 512
 
 func (b *rowBatch) reset() {
-	b.seqs, b.canonical, b.leaf, b.arena = b.seqs[:0], b.canonical[:0], b.leaf[:0], b.arena[:0]
+	b.seqs, b.canonical, b.leaf, b.tree, b.arena = b.seqs[:0], b.canonical[:0], b.leaf[:0], b.tree[:0], b.arena[:0]
 }
 
-func (b *rowBatch) add(seq int64, canonical, leaf []byte) {
-	if need := len(b.arena) + len(canonical) + len(leaf); need > cap(b.arena) {
+func (b *rowBatch) add(seq int64, canonical, leaf, tree []byte) {
+	if need := len(b.arena) + len(canonical) + len(leaf) + len(tree); need > cap(b.arena) {
 		// Earlier slices keep pointing into the old arena, which stays
 		// alive until the batch is processed.
 		b.arena = make([]byte, 0, max(2*cap(b.arena), need, 256<<10))
@@ -230,9 +230,12 @@ func (b *rowBatch) add(seq int64, canonical, leaf []byte) {
 	b.arena = append(b.arena, canonical...)
 	mid := len(b.arena)
 	b.arena = append(b.arena, leaf...)
+	end := len(b.arena)
+	b.arena = append(b.arena, tree...)
 	b.seqs = append(b.seqs, seq)
 	b.canonical = append(b.canonical, b.arena[start:mid:mid])
-	b.leaf = append(b.leaf, b.arena[mid:len(b.arena):len(b.arena)])
+	b.leaf = append(b.leaf, b.arena[mid:end:end])
+	b.tree = append(b.tree, b.arena[end:len(b.arena):len(b.arena)])
 }
 
 // scanBatches reads the log in a goroutine and hands batches of rows to fn
@@ -249,8 +252,8 @@ func scanBatches(ctx context.Context, s *activity.Store, from int64, fn func(*ro
 	go func() {
 		defer close(full)
 		b := <-free
-		err := s.ScanLog(ctx, from, func(seq int64, canonical, leaf []byte) error {
-			b.add(seq, canonical, leaf)
+		err := s.ScanLogHashes(ctx, from, func(seq int64, canonical, leaf, tree []byte) error {
+			b.add(seq, canonical, leaf, tree)
 			if len(b.seqs) < batchRows {
 				return nil
 			}
@@ -432,7 +435,7 @@ func VerifyExport(r io.Reader, name string, opts Options) (*Report, error) {
 		default:
 			// A CR or trailing space breaks the strict record syntax or
 			// the hash chain; no separate check is needed.
-			v.addRecord(-1, line, nil)
+			v.addRecord(-1, line, nil, nil)
 		}
 	}
 	v.close()

@@ -149,6 +149,9 @@ type verifier struct {
 	appended int // of counts[CheckTruncation]: an export longer than its header says
 	total    int64
 	tables   *activity.TableReport // nil: no tables to check (an export)
+	// treeMismatches counts the stored tree hashes found to differ from
+	// the recomputed tree (problems of CheckHashes, as leaf hashes are).
+	treeMismatches int
 
 	// A follower keeps the tree's root at every size past keepRootsFrom
 	// (the newest checkpoint it has seen; 0: none kept), for a checkpoint
@@ -212,8 +215,9 @@ func (v *verifier) problem(check, code string, seq int64, format string, args ..
 
 // addRecord checks one record. rowSeq is the seq the container claims for
 // it (the database row key), or -1 when the container has none (an export
-// line). storedLeaf is the cached hash the database keeps, or nil.
-func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
+// line). storedLeaf and storedTree are the cached leaf and tree hashes the
+// database keeps, or nil (an export keeps neither).
+func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf, storedTree []byte) {
 	seq, prev, err := activity.ParseHead(canonical)
 	label := seq
 	if rowSeq >= 0 {
@@ -258,6 +262,19 @@ func (v *verifier) addRecord(rowSeq int64, canonical, storedLeaf []byte) {
 	hashes, herr := tlog.StoredHashesForRecordHash(v.pos, h, &v.edge)
 	if herr != nil {
 		panic("audit: tree edge out of step: " + herr.Error()) // our own bookkeeping, not input
+	}
+	// The stored tree hashes are a cache nothing signs, but the store
+	// reads it, never recomputing: inclusion proofs (the gateway's proven
+	// decisions, --verify-records), the next record's tree hashes, and the
+	// root the next checkpoint signs. One that differs from the tree
+	// recomputed here is reported, as a stored leaf hash that differs is;
+	// only while the records themselves are sound (after a record was
+	// edited, removed or moved, the cache still holds the tree it was
+	// written with: a symptom, reported above).
+	sound := seq == v.pos && v.counts[CheckSeq]+v.counts[CheckChain]+v.counts[CheckHashes] == v.treeMismatches
+	if storedLeaf != nil && sound && !activity.SameTreeHashes(storedTree, hashes) {
+		v.treeMismatches++
+		v.problem(CheckHashes, "tree_hash_mismatch", seq, "record %d: its stored Merkle tree hashes (tree_hashes) differ from the tree recomputed from the records: that cache was edited or damaged after it was written, the records are checked on their own; inclusion proofs through it fail (the gateway refuses what they prove) and a seal that reads it refuses to sign", seq)
 	}
 	v.edge.Add(v.pos, hashes)
 	v.pos++
@@ -480,7 +497,7 @@ func (v *verifier) report(source, key string) *Report {
 var failureText = map[string]string{
 	CheckSeq:        "records are missing, repeated or out of order",
 	CheckChain:      "a record no longer hashes to what the record after it recorded: it was changed, or records were removed or inserted",
-	CheckHashes:     "a record's bytes no longer match the hash stored with it: edited after it was written",
+	CheckHashes:     "a record's bytes, or the Merkle tree, no longer match the hashes stored with them: edited after they were written",
 	CheckSignatures: "a checkpoint's signature does not verify with the key: forged, or signed by another key",
 	CheckRoots:      "a signed checkpoint's root does not match the records: the log was rewritten after it was signed",
 	CheckTruncation: "the log is shorter than a checkpoint it signed: records were removed from its end",

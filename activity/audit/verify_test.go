@@ -754,3 +754,19 @@ func TestDecisionWithoutItsSeal(t *testing.T) {
 		t.Fatalf("after the recovery seal: %+v %+v", c, rep.Problems)
 	}
 }
+
+// TestTamperTreeHashes: the stored Merkle nodes (tree_hashes) are a cache
+// nothing signs, but inclusion proofs and seals read it; one that differs
+// from the recomputed tree is a finding, where it passed (while
+// --verify-records, proving through it, said TAMPERED).
+func TestTamperTreeHashes(t *testing.T) {
+	smp := newSample(t, 0)
+	// Record 63 completes levels 1..6: its last 32 bytes are the root of
+	// records 0..63, on the proof path of every record after them.
+	smp.tamper(t, `UPDATE audit_log SET tree_hashes = CAST(substr(tree_hashes, 1, 160) || zeroblob(32) AS BLOB) WHERE seq = 63`)
+	rep := smp.verify(t, audit.Options{})
+	wantProblem(t, rep, audit.CheckHashes, "tree_hash_mismatch", 63)
+	if len(rep.Problems) != 1 {
+		t.Fatalf("want the one cache row named, got %+v", rep.Problems)
+	}
+}
