@@ -109,6 +109,11 @@ func proveExecution(e ExecutionSummary, prove func(int64) (any, bool, error), ba
 			replayed = &x
 		}
 	}
+	if !slices.ContainsFunc(e.Transitions, func(t activity.Transition) bool { return t.Seq == e.Seq }) {
+		// Every execution's acceptance is also its first transitions row.
+		bad("execution %s: the transitions table has no row for its acceptance (record %d)%s: transitions rows were deleted or hidden", e.ID, e.Seq, shownRows(e.Transitions))
+		replayed = nil // what is left of its steps cannot be compared with the row
+	}
 	for _, t := range e.Transitions {
 		if t.Seq == e.Seq {
 			continue // the acceptance itself, proven above
@@ -140,10 +145,30 @@ func proveExecution(e ExecutionSummary, prove func(int64) (any, bool, error), ba
 	}
 	if replayed != nil {
 		if field := rowDiffers(*replayed, e.exec); field != "" {
-			bad("execution %s: its %s differs from what its records imply", e.ID, field)
+			bad("execution %s: its %s differs from what its records imply (its row, or transitions rows deleted after record %d)", e.ID, field, lastSeq(e))
 		}
 	}
 	return nil
+}
+
+// lastSeq is the newest record the execution's rows show.
+func lastSeq(e ExecutionSummary) int64 {
+	n := e.Seq
+	for _, t := range e.Transitions {
+		n = max(n, t.Seq)
+	}
+	return n
+}
+
+// shownRows says which transitions rows are left, for a message.
+func shownRows(trs []activity.Transition) string {
+	switch len(trs) {
+	case 0:
+		return " nor any of its steps"
+	case 1:
+		return fmt.Sprintf(", only record %d", trs[0].Seq)
+	}
+	return fmt.Sprintf(", only %d of its steps (records %d..%d)", len(trs), trs[0].Seq, trs[len(trs)-1].Seq)
 }
 
 // rowDiffers names the first field a verdict reads where the row differs

@@ -217,7 +217,11 @@ func summarise(e activity.Execution, trs []activity.Transition) ExecutionSummary
 	if e.ExitCode.OK {
 		es.ExitCode = &e.ExitCode.V
 	}
-	if len(trs) > 0 {
+	// The record that accepted it, as its row says: with its transitions
+	// rows gone, the first of them no longer names it (Seq stayed 0, and
+	// --verify-records proved record 0 "not an acceptance").
+	es.Seq = e.Seq
+	if es.Seq == 0 && len(trs) > 0 {
 		es.Seq = trs[0].Seq
 	}
 	return es

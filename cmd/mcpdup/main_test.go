@@ -848,6 +848,47 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 	}
 }
 
+// TestVerifyRecordsNamesDeletedTransitions: an execution whose transitions
+// rows were deleted is reported as such, by the record that accepted it;
+// it was "record 0 is not an acceptance", record 0 being whatever the log
+// began with.
+func TestVerifyRecordsNamesDeletedTransitions(t *testing.T) {
+	_, db := demoDB(t)
+	code, out, _ := mcpdup(t, "analyze", "-o", "json", "--no-verify")
+	var res struct {
+		Suspects []struct {
+			ID         string `json:"id"`
+			Executions []struct {
+				ID  string `json:"id"`
+				Seq int64  `json:"seq"`
+			} `json:"executions"`
+		} `json:"suspects"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 {
+		t.Fatalf("analyze: exit %d", code)
+	}
+	sus := res.Suspects[0]
+	x := sus.Executions[len(sus.Executions)-1]
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`DROP TRIGGER IF EXISTS transitions_no_delete`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := raw.Exec(`DELETE FROM transitions WHERE execution_id = ?`, x.ID); err != nil {
+		t.Fatal(err)
+	} else if n, _ := r.RowsAffected(); n == 0 {
+		t.Fatalf("execution %s has no transitions rows", x.ID)
+	}
+	code, out, errs := mcpdup(t, "replay", "--verify-records", sus.ID)
+	want := fmt.Sprintf("execution %s: the transitions table has no row for its acceptance (record %d) nor any of its steps", x.ID, x.Seq)
+	if code != 1 || !strings.Contains(out+errs, want) || strings.Contains(out+errs, "is not an acceptance") {
+		t.Fatalf("replay --verify-records with %s's transitions deleted: exit %d, want 1 and %q\n%s%s", x.ID, code, want, out, errs)
+	}
+}
+
 // TestApproveCommand: approvals lists what waits; approve and deny answer
 // it, on either engine.
 func TestApproveCommand(t *testing.T) { onEngines(t, testApproveCommand) }
