@@ -51,6 +51,11 @@ type Options struct {
 	AllowUnsealed bool
 }
 
+// ErrNotSealed is returned, with the FileReport of a file imported whole,
+// when the seal after it failed: the records were committed (an import
+// that stops there loses nothing), but no checkpoint signs them.
+var ErrNotSealed = errors.New("imported, but not sealed")
+
 // FileReport says what importing one file did.
 type FileReport struct {
 	// Refused is why the file was not imported (nothing of it was
@@ -92,7 +97,10 @@ type FileReport struct {
 	NotRecorded map[string]int64 `json:"not_recorded,omitempty"`
 	Errors      []string         `json:"errors,omitempty"` // the first skipped records, as file:line: reason
 	Note        string           `json:"note,omitempty"`   // what the source does not record, how it was checked
-	DurationMS  int64            `json:"duration_ms"`
+	// NotSealed is why the file, imported, was not sealed: its records
+	// are in the log, committed, but no checkpoint signs them yet.
+	NotSealed  string `json:"not_sealed,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
 }
 
 // Summary says in one line what the import added, for a status bar or a
@@ -266,7 +274,8 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	// An imported file is a unit: sign its end, so the log verifies as
 	// sealed right away (where this host has the signing key).
 	if _, err := s.Seal(ctx, activity.SealImport); err != nil && !errors.Is(err, activity.ErrNoKey) {
-		return rep, fmt.Errorf("import %s: imported, but sealing failed: %w", path, err)
+		rep.NotSealed = err.Error()
+		return rep, fmt.Errorf("import %s: %w: %w", path, ErrNotSealed, err)
 	}
 	return rep, nil
 }

@@ -64,6 +64,9 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 	defer s.Close()
 	for _, f := range c.Files {
 		rep, err := importers.Import(context.Background(), s, f, importers.Options{})
+		if errors.Is(err, importers.ErrNotSealed) {
+			return fmt.Errorf("%w (its records are in the log, unsigned; the console was not opened: run mcpdup audit verify)", err)
+		}
 		if err != nil {
 			return fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
 		}

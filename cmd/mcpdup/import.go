@@ -87,7 +87,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 		opts.Mapping = m
 	}
 	var reports []importers.FileReport
-	failed := 0
+	failed, unsealed := 0, 0
 	for _, f := range c.Files {
 		prog := newProgress(g.stderr, "importing "+f)
 		if prog != nil {
@@ -96,6 +96,12 @@ func (c *ImportCmd) Run(g *Globals) error {
 		opts.Progress = prog.update
 		rep, err := importers.Import(ctx, s, f, opts)
 		prog.done()
+		if errors.Is(err, importers.ErrNotSealed) {
+			unsealed++
+			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
+			reports = append(reports, rep)
+			continue
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
@@ -114,8 +120,13 @@ func (c *ImportCmd) Run(g *Globals) error {
 	} else if err := writeImportTable(g, reports); err != nil {
 		return err
 	}
-	if failed > 0 {
+	switch {
+	case failed > 0 && unsealed > 0:
+		return &exitError{1, fmt.Errorf("%d of %d files not imported (nothing of them was written); %d imported but not sealed (run mcpdup audit verify)", failed, len(c.Files), unsealed)}
+	case failed > 0:
 		return &exitError{1, fmt.Errorf("%d of %d files not imported (nothing of them was written)", failed, len(c.Files))}
+	case unsealed > 0:
+		return &exitError{1, fmt.Errorf("%d of %d files imported but not sealed: their records are in the log, no checkpoint signs them (run mcpdup audit verify)", unsealed, len(c.Files))}
 	}
 	return nil
 }
@@ -132,6 +143,8 @@ func writeImportTable(g *Globals, reports []importers.FileReport) error {
 		case r.Refused != "":
 			fmt.Fprintf(tw, "%s\t-\trefused\t-\t-\t-\t-\t-\t-\n", r.File)
 			continue
+		case r.NotSealed != "":
+			result = "imported, not sealed"
 		case r.AlreadyImported:
 			result = "already imported"
 		case r.Source == "":

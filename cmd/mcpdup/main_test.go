@@ -595,6 +595,51 @@ func TestOperatorWithoutUSER(t *testing.T) {
 // import --dry-run writes nothing: no database, no key, and an existing
 // database's files are byte for byte unchanged; a re-import is still
 // recognised.
+// TestImportNotSealedSaysSo: a file imported whole whose seal then fails
+// (here the stored Merkle nodes the last checkpoint's root is made of were
+// altered) is reported as imported but not sealed, exit 1: its records are
+// in the log, unsigned. It said "sealing failed" and the table still read
+// "imported".
+func TestImportNotSealedSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "a.db"), filepath.Join(dir, "keys")
+	sally, otlp := "../../importers/testdata/sallyport/activity.jsonl", "../../importers/testdata/otlp/traces.jsonl"
+	if code, _, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, sally); code != 0 {
+		t.Fatalf("first import: %d %s", code, errs)
+	}
+	s, err := activity.Open(context.Background(), db, activity.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.LogSize(context.Background())
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER IF EXISTS audit_log_no_update`, `UPDATE audit_log SET tree_hashes = CAST(zeroblob(length(tree_hashes)) AS BLOB)`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	code, out, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, otlp)
+	if code != 1 || !strings.Contains(out, "imported, not sealed") || !strings.Contains(errs, "imported, but not sealed") || !strings.Contains(errs, "refusing to sign") {
+		t.Fatalf("import over an altered tree cache: exit %d, want 1 and 'imported, not sealed'\n%s%s", code, out, errs)
+	}
+	s, err = activity.Open(context.Background(), db, activity.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if after, err := s.LogSize(context.Background()); err != nil || after <= before {
+		t.Fatalf("log size %d after, %d before (%v): the imported records should be there", after, before, err)
+	}
+}
+
 func TestImportDryRunWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	db, keys := filepath.Join(dir, "new.db"), filepath.Join(dir, "keys")
