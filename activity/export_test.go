@@ -38,3 +38,13 @@ func (s *Store) SetSealedHook(f func()) { s.sealedHook = f }
 // CheckpointPassive runs only its PASSIVE checkpoint (what the store did
 // before WALLimit), for comparison.
 func (s *Store) CheckpointPassive() { s.checkpointWAL("PASSIVE") }
+
+// AppendOnly appends a record to the log (chain, leaf, tree hashes) and
+// writes no projection row: the promise alone, for the benchmarks that
+// measure the most that taking the projection tables off the gateway's
+// commit could win (log_only in BenchmarkGatewayCall and
+// BenchmarkDurableCommitFloor).
+func (w *Tx) AppendOnly(kind Kind, data any) error {
+	_, err := w.append(kind, data)
+	return err
+}
