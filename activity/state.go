@@ -242,17 +242,24 @@ func errorState(s State) bool {
 // StateForHTTPStatus is what an HTTP target's status code says about an
 // action, the same for the gateway and for imported logs: 2xx it acted;
 // 502 and 504 come from an intermediary that lost the upstream answer, so
-// it may or may not have; a 500 is a server that failed part way, which
-// may have acted too (Stripe: "treat a 500 as indeterminate"): unknown,
-// so a retry is blocked, looked up or resent under the same key, never a
-// fresh send; anything else (a 503 too: RFC 9110, the server was unable
-// to handle the request) is the target refusing.
+// it may or may not have; so do Cloudflare's 520 (the origin's answer was
+// empty or unreadable) and 524 (the connection to the origin was made and
+// the request sent, the origin did not answer within 100 s: OpenAI's and
+// many agents' APIs sit behind it); a 500 is a server that failed part
+// way, which may have acted too (Stripe: "treat a 500 as
+// indeterminate"): unknown, so a retry is blocked, looked up or resent
+// under the same key, never a fresh send; anything else (a 503 too: RFC
+// 9110, the server was unable to handle the request; Cloudflare's 521,
+// 522, 523, 525 and 526, raised before the origin got the request) is the
+// target refusing.
 func StateForHTTPStatus(code int) (State, string) {
 	switch {
 	case code >= 200 && code < 300:
 		return StateSucceeded, ""
 	case code == 502 || code == 504:
 		return StateUnknown, fmt.Sprintf("an intermediary answered %d: the target may have acted", code)
+	case code == 520 || code == 524:
+		return StateUnknown, fmt.Sprintf("Cloudflare answered %d: the origin got the request and its answer never came, so the target may have acted", code)
 	case code == 500:
 		return StateUnknown, fmt.Sprintf("the target answered %d, a server error: it may have acted", code)
 	}

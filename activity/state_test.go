@@ -2,6 +2,7 @@ package activity
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,28 @@ func TestApplyOutcomeAndResend(t *testing.T) {
 	}
 	if e.TargetStatus != Some(201) || e.ResultRef != "sha256:ab" || e.Error != "client left" {
 		t.Fatalf("the target's answer was not kept: %+v", e)
+	}
+}
+
+// TestStateForHTTPStatus: what a status says the target did, for the
+// gateway and every importer alike. Cloudflare's 520 and 524 come after
+// the origin got the request (its answer lost): unknown, as 502 and 504;
+// its 521, 522, 523, 525, 526 before (a refusal, as a 503). 524 was read as
+// the target refusing: a lost charge's resend was "no effect".
+func TestStateForHTTPStatus(t *testing.T) {
+	want := map[int]State{
+		200: StateSucceeded, 201: StateSucceeded, 204: StateSucceeded,
+		500: StateUnknown, 502: StateUnknown, 504: StateUnknown, 520: StateUnknown, 524: StateUnknown,
+		400: StateFailed, 404: StateFailed, 409: StateFailed, 429: StateFailed, 503: StateFailed,
+		521: StateFailed, 522: StateFailed, 523: StateFailed, 525: StateFailed, 526: StateFailed,
+	}
+	for code, st := range want {
+		got, why := StateForHTTPStatus(code)
+		if got != st {
+			t.Errorf("%d: %s (%s), want %s", code, got, why, st)
+		}
+		if st != StateSucceeded && !strings.Contains(why, strconv.Itoa(code)) {
+			t.Errorf("%d: reason %q does not name the status", code, why)
+		}
 	}
 }
