@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -178,6 +179,33 @@ func TestStateForHTTPStatus(t *testing.T) {
 		}
 		if st != StateSucceeded && !strings.Contains(why, strconv.Itoa(code)) {
 			t.Errorf("%d: reason %q does not name the status", code, why)
+		}
+	}
+}
+
+// TestToolErrorState: a tool's error answer is a failure unless it says
+// its own request got no answer after leaving (FastMCP's wrapped httpx
+// ReadTimeout, a Go handler's deadline): then the target may have acted.
+// Every isError was a failure: a timed-out ticket's retry read "no effect".
+func TestToolErrorState(t *testing.T) {
+	result := func(text string) []byte {
+		b, _ := json.Marshal(map[string]any{"isError": true, "content": []map[string]string{{"type": "text", "text": text}}})
+		return b
+	}
+	cases := map[string]State{
+		"Error executing tool open_ticket: The read operation timed out":                StateUnknown,
+		`Post "https://api.example/v1/deploys": context deadline exceeded`:              StateUnknown,
+		"upstream answered 504 Gateway Timeout":                                         StateUnknown,
+		"read tcp 10.0.0.2:5512->10.0.0.9:443: read: connection reset by peer":          StateUnknown,
+		"Error executing tool open_ticket: [Errno 111] Connection refused":              StateFailed,
+		`Post "https://api.example/v1": dial tcp: lookup api.example: no such host`:     StateFailed,
+		"Error executing tool open_ticket: ConnectTimeout: timed out connecting":        StateFailed,
+		"Error executing tool open_ticket: 422 Unprocessable Entity: queue is required": StateFailed,
+		"": StateFailed,
+	}
+	for text, want := range cases {
+		if got, why := ToolErrorState(result(text)); got != want {
+			t.Errorf("%q: %s (%s), want %s", text, got, why, want)
 		}
 	}
 }

@@ -111,7 +111,13 @@ func (u *upstreamTool) dispatch(ctx context.Context, id activity.ExecutionID, ar
 		return Outcome{State: activity.StateUnknown, Reason: "upstream result unreadable: " + err.Error()}
 	}
 	if res.IsError {
-		return Outcome{State: activity.StateFailed, Result: b, Reason: "the upstream tool reported an error"}
+		// A tool that says its own request timed out may have acted.
+		st, why := activity.ToolErrorState(b)
+		out := Outcome{State: st, Reason: "the upstream " + strings.TrimPrefix(why, "the ")}
+		if st != activity.StateUnknown {
+			out.Result = b // an unknown outcome has no result to return again
+		}
+		return out
 	}
 	return Outcome{State: activity.StateSucceeded, Result: b}
 }

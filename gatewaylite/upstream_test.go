@@ -72,3 +72,38 @@ fingerprint = ["text"]
 		}
 	}
 }
+
+// TestUpstreamToolTimeoutIsUnknown: an upstream tool whose error answer
+// says its own request timed out may have acted: the execution's outcome
+// is unknown and a retry is held for an operator (no contract written:
+// blocked_after_unknown), never run again. A plain refusal stays a
+// failure. Every upstream isError was a failure, and the retry opened a
+// second ticket.
+func TestUpstreamToolTimeoutIsUnknown(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "upstreamserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "./gatewaytest/upstreamserver").CombinedOutput(); err != nil {
+		t.Fatalf("build upstream server: %v\n%s", err, out)
+	}
+	effects := filepath.Join(dir, "effects.txt")
+	t.Setenv("UPSTREAM_EFFECTS", effects)
+	h := newHarness(t, `
+[[upstream]]
+name = "tickets"
+command = ["`+bin+`"]
+`)
+	cs := h.connect(loopback.ProtocolStateless, false)
+	for range 2 {
+		res := mustCall(t, cs, "file_ticket", map[string]any{"text": "disk full"}, nil)
+		if st := execMeta(t, res)["state"]; st != string(activity.StateUnknown) && st != string(activity.StatePendingVerification) {
+			t.Fatalf("file_ticket: state %v, want unknown or pending_verification: %s", st, resultText(res))
+		}
+	}
+	if b, _ := os.ReadFile(effects); string(b) != "ticket disk full\n" {
+		t.Fatalf("upstream effects %q: want one ticket", b)
+	}
+	res := mustCall(t, cs, "reject_note", map[string]any{"text": "short"}, nil)
+	if st := execMeta(t, res)["state"]; st != string(activity.StateFailed) {
+		t.Fatalf("reject_note: state %v, want failed: %s", st, resultText(res))
+	}
+}

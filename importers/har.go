@@ -454,7 +454,9 @@ func (d *har) toolCall(k *sink, n int64, e *harEntry, msg rpcRequest, u *url.URL
 	case rpcErr != "":
 		steps = append(steps, activity.Transition{To: activity.StateUnknown, At: activity.Some(end), Reason: rpcErr + ": the server may have acted"})
 	case json.Unmarshal(result, &r) == nil && r.IsError:
-		steps = append(steps, activity.Transition{To: activity.StateFailed, At: activity.Some(end), Reason: "the tool answered isError: it says it failed"})
+		t := activity.Transition{At: activity.Some(end)}
+		t.To, t.Reason = activity.ToolErrorState(result)
+		steps = append(steps, t)
 	default:
 		steps = append(steps, activity.Transition{To: activity.StateSucceeded, At: activity.Some(end), Created: activity.CreatedInToolResult(result), Shows: activity.ListedInToolResult(result),
 			Reason: "the tool answered; the target's own answer is not in the archive"})

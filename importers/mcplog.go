@@ -296,8 +296,11 @@ func (d *mcpLog) message(k *sink, n int64, at time.Time, conn, dir string, m mcp
 			return d.close(k, n, p, activity.Transition{To: activity.StateUnknown, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
 				Reason: fmt.Sprintf("JSON-RPC error %d %s: the server may have acted", m.Error.Code, m.Error.Message)})
 		case r.IsError:
-			return d.answer(k, n, at, p, activity.Transition{To: activity.StateFailed, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
-				Reason: "the tool answered isError: it says it failed"})
+			t := activity.Transition{At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response")}
+			if t.To, t.Reason = activity.ToolErrorState(m.Result); t.To == activity.StateUnknown {
+				return d.close(k, n, p, t) // no outcome to deliver
+			}
+			return d.answer(k, n, at, p, t)
 		default:
 			return d.answer(k, n, at, p, activity.Transition{To: activity.StateSucceeded, At: optTime(at), Source: k.atRecord(n, "jsonrpc id "+id+" response"),
 				Created: activity.CreatedInToolResult(m.Result), Shows: activity.ListedInToolResult(m.Result),

@@ -56,6 +56,21 @@ func main() {
 			}
 			return nil, map[string]any{"sent": in.Text}, nil
 		})
+	// file_ticket acts, then fails as a tool whose own request timed out
+	// after it was sent would: the SDK answers a handler's error as a
+	// result with isError.
+	mcp.AddTool(srv, &mcp.Tool{Name: "file_ticket", Description: "Open a ticket; its answer is lost (a read timeout)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, map[string]any, error) {
+			if err := appendLine("ticket " + in.Text); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf(`Post "https://tickets.example/v1/tickets": context deadline exceeded`)
+		})
+	// reject_note refuses before acting, as a validation error.
+	mcp.AddTool(srv, &mcp.Tool{Name: "reject_note", Description: "Refuse every note (a validation error)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, map[string]any, error) {
+			return nil, nil, fmt.Errorf("note %q refused: text must be at least 10 characters", in.Text)
+		})
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}
