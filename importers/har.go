@@ -592,9 +592,14 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 // request reached it. A reset, a timeout or an empty response after the
 // request went out (ERR_CONNECTION_RESET, ERR_TIMED_OUT,
 // ERR_EMPTY_RESPONSE) are not among them: the target may have acted.
+// ERR_CERT_ names the certificate errors (-200 to -299), raised while the
+// TLS handshake checks the server's certificate, before any HTTP byte; of
+// the other TLS errors only those of the handshake itself are here
+// (ERR_SSL_PROTOCOL_ERROR may come later in a connection: not here).
 var neverSentErrors = []string{"ERR_CONNECTION_REFUSED", "ERR_NAME_NOT_RESOLVED", "ERR_ADDRESS_UNREACHABLE",
 	"ERR_INTERNET_DISCONNECTED", "ERR_CONNECTION_TIMED_OUT", "ERR_NAME_RESOLUTION_FAILED", "ERR_BLOCKED_BY_CLIENT",
-	"ERR_PROXY_CONNECTION_FAILED", "ERR_ADDRESS_INVALID"}
+	"ERR_PROXY_CONNECTION_FAILED", "ERR_ADDRESS_INVALID", "ERR_CERT_", "ERR_SSL_VERSION_OR_CIPHER_MISMATCH",
+	"ERR_SSL_PINNED_KEY_NOT_IN_CERT_CHAIN", "ERR_BAD_SSL_CLIENT_AUTH_CERT", "ERR_SSL_CLIENT_AUTH_CERT_NEEDED"}
 
 // neverSent reports whether a HAR entry's error says the request never
 // left the browser.
