@@ -793,9 +793,14 @@ func mergeNewest(list, touched []activity.Execution, limit int) []activity.Execu
 	return out
 }
 
+// stateGlyph marks an execution's state without colour: ✓ it acted (or
+// an operator verified it), ✗ it failed or was refused, ? sent with no
+// outcome yet (dispatched, unknown, awaiting verification), … not sent yet.
 func stateGlyph(s activity.State) string {
 	switch s {
-	case activity.StateUnknown, activity.StatePendingVerification:
+	case activity.StateAccepted, activity.StateAuthorized:
+		return "…"
+	case activity.StateDispatched, activity.StateUnknown, activity.StatePendingVerification:
 		return "?"
 	case activity.StateRejected, activity.StateFailedBefore, activity.StateFailed, activity.StateRejectedByOperator, activity.StateDeliveryFailed:
 		return "✗"

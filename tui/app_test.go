@@ -1000,3 +1000,20 @@ func TestMergeNewestMatchesASort(t *testing.T) {
 		}
 	}
 }
+
+// TestStateGlyph: an execution with no outcome is never marked ✓ (a
+// dispatched call the target may or may not have acted on read ✓ in the
+// executions view while its suspect said insufficient_evidence).
+func TestStateGlyph(t *testing.T) {
+	want := map[activity.State]string{
+		activity.StateAccepted: "…", activity.StateAuthorized: "…",
+		activity.StateDispatched: "?", activity.StateUnknown: "?", activity.StatePendingVerification: "?",
+		activity.StateSucceeded: "✓", activity.StateDelivered: "✓", activity.StateVerified: "✓", activity.StateNotDelivered: "✓",
+		activity.StateFailed: "✗", activity.StateRejected: "✗", activity.StateFailedBefore: "✗", activity.StateRejectedByOperator: "✗", activity.StateDeliveryFailed: "✗",
+	}
+	for st, g := range want {
+		if got := stateGlyph(st); got != g {
+			t.Errorf("%s: %q, want %q", st, got, g)
+		}
+	}
+}
