@@ -566,6 +566,38 @@ func demoDBOn(t *testing.T, eng activitytest.Engine) (dir, db string) {
 	return dir, db
 }
 
+// TestStatusShowsTheVault: while the vault is locked the gateway refuses
+// every call; status says so, with who locked it and why (it said nothing:
+// only the meta table showed it).
+func TestStatusShowsTheVault(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MCPDUP_KEY_DIR", filepath.Join(dir, "keys"))
+	t.Setenv("MCPDUP_DB", filepath.Join(dir, "ops.db"))
+	if code, _, errs := mcpdup(t, "init"); code != 0 {
+		t.Fatalf("init: %d %s", code, errs)
+	}
+	if code, out, _ := mcpdup(t, "status"); code != 0 || !strings.Contains(out, "vault") || strings.Contains(out, "LOCKED") {
+		t.Fatalf("status of an unlocked vault: %d\n%s", code, out)
+	}
+	if code, _, errs := mcpdup(t, "lock", "--operator", "dana", "--reason", "incident 4711"); code != 0 {
+		t.Fatalf("lock: %d %s", code, errs)
+	}
+	code, out, _ := mcpdup(t, "status")
+	if code != 0 || !strings.Contains(out, "LOCKED: the gateway refuses every call") || !strings.Contains(out, "incident 4711") {
+		t.Fatalf("status of a locked vault: %d\n%s", code, out)
+	}
+	code, out, _ = mcpdup(t, "status", "-o", "json")
+	var st struct {
+		Vault struct {
+			Locked bool   `json:"locked"`
+			Note   string `json:"note"`
+		} `json:"vault"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Vault.Locked || !strings.Contains(st.Vault.Note, "dana") {
+		t.Fatalf("status -o json of a locked vault: %d %+v\n%s", code, st, out)
+	}
+}
+
 // Without $USER (a kubectl exec shell, cron) the operator comes from
 // $LOGNAME, then the OS account, as git finds an author.
 func TestOperatorWithoutUSER(t *testing.T) {
@@ -592,9 +624,6 @@ func TestOperatorWithoutUSER(t *testing.T) {
 	}
 }
 
-// import --dry-run writes nothing: no database, no key, and an existing
-// database's files are byte for byte unchanged; a re-import is still
-// recognised.
 // TestImportNotSealedSaysSo: a file imported whole whose seal then fails
 // (here the stored Merkle nodes the last checkpoint's root is made of were
 // altered) is reported as imported but not sealed, exit 1: its records are
@@ -640,6 +669,9 @@ func TestImportNotSealedSaysSo(t *testing.T) {
 	}
 }
 
+// import --dry-run writes nothing: no database, no key, and an existing
+// database's files are byte for byte unchanged; a re-import is still
+// recognised.
 func TestImportDryRunWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	db, keys := filepath.Join(dir, "new.db"), filepath.Join(dir, "keys")

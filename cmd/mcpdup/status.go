@@ -31,6 +31,14 @@ type statusOutput struct {
 	CanSeal   bool                 `json:"can_seal"`
 	Pending   []activity.Execution `json:"pending"`
 	KeyStatus string               `json:"key_status"`
+	// Vault: while it is locked the gateway refuses every call.
+	Vault statusVault `json:"vault"`
+}
+
+// statusVault is the vault's state and its last lock or unlock note.
+type statusVault struct {
+	Locked bool   `json:"locked"`
+	Note   string `json:"note"`
 }
 
 func (c *StatusCmd) Run(g *Globals) error {
@@ -52,6 +60,9 @@ func (c *StatusCmd) Run(g *Globals) error {
 	if out.Pending == nil {
 		out.Pending = []activity.Execution{}
 	}
+	if out.Vault.Locked, out.Vault.Note, err = s.Vault(ctx); err != nil {
+		return err
+	}
 	if _, err := s.PublicKey(); err != nil {
 		out.KeyStatus = err.Error()
 	} else {
@@ -71,6 +82,11 @@ func (c *StatusCmd) Run(g *Globals) error {
 		fmt.Fprintf(w, "log\t%d records, %d checkpoints, sealed through %d, %d unsealed\n", st.Records, st.Checkpoints, st.SealedSize, out.Unsealed)
 	}
 	fmt.Fprintf(w, "signing key\t%s\n", out.KeyStatus)
+	if out.Vault.Locked {
+		fmt.Fprintf(w, "vault\tLOCKED: the gateway refuses every call (%s; mcpdup unlock to lift it)\n", out.Vault.Note)
+	} else {
+		fmt.Fprintf(w, "vault\t%s\n", out.Vault.Note)
+	}
 	fmt.Fprintf(w, "activity\t%d runs, %d calls, %d executions, %d resolutions, %d sources\n", st.Runs, st.Calls, st.Executions, st.Resolutions, st.Sources)
 	for _, state := range activity.States {
 		if n := st.ByState[state]; n > 0 {
