@@ -67,10 +67,28 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-// Validate refuses a range that ends before it starts.
+// Validate refuses a range that ends before it starts, and a negative
+// window.
 func (c *AnalyzeCmd) Validate() error {
-	if !c.From.IsZero() && !c.To.IsZero() && c.To.Before(c.From) {
-		return fmt.Errorf("--to %s is before --from %s", c.To.Format(time.RFC3339), c.From.Format(time.RFC3339))
+	if err := checkRange(c.From, c.To); err != nil {
+		return err
+	}
+	return checkWindow(c.Window)
+}
+
+// checkRange refuses a --from/--to range that ends before it starts.
+func checkRange(from, to time.Time) error {
+	if !from.IsZero() && !to.IsZero() && to.Before(from) {
+		return fmt.Errorf("--to %s is before --from %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkWindow refuses a negative --window: no call would group with
+// another, and a CI gate would pass on nothing.
+func checkWindow(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--window %s is negative: give a positive duration (or none, for each tool's recorded attach window)", d)
 	}
 	return nil
 }

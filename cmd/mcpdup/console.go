@@ -28,6 +28,9 @@ type ConsoleCmd struct {
 	Window   time.Duration `help:"Grouping window, as for mcpdup analyze."`
 }
 
+// Validate refuses a negative window.
+func (c *ConsoleCmd) Validate() error { return checkWindow(c.Window) }
+
 func (c *ConsoleCmd) Help() string {
 	return `Views (tab, or 1-4): suspects (sort with s, filter with /), a suspect's five
 questions walked one at a time (enter) with its swimlane timeline and a

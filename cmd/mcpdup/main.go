@@ -290,7 +290,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpdup: %v\n", err)
-		fmt.Fprintln(stderr, "run 'mcpdup --help' for usage")
+		fmt.Fprintf(stderr, "run '%s --help' for usage\n", usagePath(err))
 		return 2
 	}
 	err = ctx.Run(&cli.Globals)
@@ -331,4 +331,16 @@ func firstRun(parser *kong.Kong, g *Globals, w io.Writer) int {
 	fmt.Fprintln(w, "  mcpdup analyze                    suspected duplicates, most severe first")
 	fmt.Fprintln(w, "  mcpdup status                     counts, and what awaits an operator")
 	return 0
+}
+
+// usagePath is the command whose --help a usage error points to: the
+// command it was about ("mcpdup replay"), or mcpdup itself.
+func usagePath(err error) string {
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if n := pe.Context.Selected(); n != nil {
+			return n.FullPath()
+		}
+	}
+	return "mcpdup"
 }

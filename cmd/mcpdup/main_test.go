@@ -291,8 +291,19 @@ contract = "blocked_after_unknown"
 	if code != 0 || !strings.Contains(out, `"frames"`) || strings.Count(out, `"seq"`) < 50 {
 		t.Fatalf("replay a range: %d\n%.400s", code, out)
 	}
-	if code, _, errs := mcpdup(t, "replay"); code != 2 || !strings.Contains(errs, "give a suspect id or --from") {
+	if code, _, errs := mcpdup(t, "replay"); code != 2 || !strings.Contains(errs, "give a suspect id, or --from TIME") || !strings.Contains(errs, "run 'mcpdup replay --help'") {
 		t.Fatalf("replay with nothing: %d %s", code, errs)
+	}
+	// A range that ends before it starts, and a negative window, are
+	// usage errors: they printed nothing and exited 0 (a CI gate passed).
+	for _, args := range [][]string{
+		{"replay", "--from", "2026-12-06T02:05:38Z", "--to", "2026-12-06T02:05:30Z"},
+		{"analyze", "--window=-5m", "--fail-on", "duplicate"},
+		{"report", "--window=-1h", "sus_x"},
+	} {
+		if code, _, errs := mcpdup(t, args...); code != 2 || !strings.Contains(errs, "run 'mcpdup "+args[0]+" --help'") {
+			t.Fatalf("%v: exit %d, want 2\n%s", args, code, errs)
+		}
 	}
 	page := filepath.Join(dir, "report.html")
 	code, _, errs = mcpdup(t, "report", transfer, "-o", "html", "-f", page, "--what-if", cfg)

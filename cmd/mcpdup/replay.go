@@ -41,8 +41,17 @@ Examples:
 
 // Validate needs a suspect or a range, not both.
 func (c *ReplayCmd) Validate() error {
-	if (c.Suspect == "") == c.From.IsZero() {
+	switch {
+	case c.Suspect == "" && c.From.IsZero():
+		return errors.New("give a suspect id, or --from TIME (with an optional --to) for a time range")
+	case c.Suspect != "" && !c.From.IsZero():
 		return errors.New("give a suspect id or --from (with an optional --to), not both")
+	}
+	if err := checkRange(c.From, c.To); err != nil {
+		return err
+	}
+	if err := checkWindow(c.Window); err != nil {
+		return err
 	}
 	if c.WhatIf != "" && c.Suspect == "" {
 		return errors.New("--what-if replays a suspect's calls: give a suspect id")
@@ -116,6 +125,9 @@ Examples:
   mcpdup report sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W -o html -f incident-4711.html
   mcpdup report sus_01JD8Z2K3M4N5P6Q7R8S9T0V1W > incident-4711.md`
 }
+
+// Validate refuses a negative window.
+func (c *ReportCmd) Validate() error { return checkWindow(c.Window) }
 
 func (c *ReportCmd) Run(g *Globals) error {
 	ctx := context.Background()
