@@ -249,8 +249,11 @@ func (s *Store) WitnessPath() string {
 }
 
 func ensureFile(path string, readOnly bool) (created bool, err error) {
-	_, err = os.Stat(path)
+	fi, err := os.Stat(path)
 	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		// SQLite would say "disk I/O error" of a directory.
+		return false, fmt.Errorf("open %s: not a database file: it is a %s", path, fileKind(fi.Mode()))
 	case err == nil:
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):
@@ -268,6 +271,23 @@ func ensureFile(path string, readOnly bool) (created bool, err error) {
 		return false, fmt.Errorf("create %s: %w", path, err)
 	}
 	return true, f.Close()
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // setPageSize gives a new, empty database file its page size and WAL

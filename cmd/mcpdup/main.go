@@ -108,6 +108,10 @@ const (
 func (g *Globals) openStore(ctx context.Context, mode storeMode) (*activity.Store, error) {
 	path := g.dbPath()
 	noDB := func() error { return &exitError{code: 2, err: missingDB(shown(path))} }
+	if fi, err := os.Stat(path); err == nil && !activity.IsPostgres(path) && !fi.Mode().IsRegular() {
+		// A --db that names a directory: a usage error, as a missing file is.
+		return nil, &exitError{code: 2, err: fmt.Errorf("--db %s is not a database file (a %s): give the file's path", shown(path), map[bool]string{true: "directory", false: "special file"}[fi.IsDir()])}
+	}
 	if mode == writeStore || mode == readStore {
 		if ok, err := g.dbExists(); err != nil {
 			return nil, fmt.Errorf("open %s: %w", shown(path), err)

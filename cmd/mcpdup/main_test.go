@@ -73,6 +73,7 @@ func TestVerifyExitCodes(t *testing.T) {
 		want string
 	}{
 		{[]string{"audit", "verify", "--db", filepath.Join(t.TempDir(), "missing.db")}, 2, "no database at"},
+		{[]string{"analyze", "--db", t.TempDir()}, 2, "is not a database file (a directory)"},
 		{[]string{"audit", "verify", "--export", "no-such-file"}, 2, "no-such-file"},
 		{[]string{"audit", "verify", "--export", fixture(fixtures.AuditSampleExport), "--key", "not-a-key"}, 2, "not-a-key"},
 		{[]string{"audit", "verify", "--bogus"}, 2, "unknown flag --bogus"},
