@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -78,6 +79,16 @@ type Answer struct {
 	Evidence    []Evidence `json:"evidence"`
 	Explanation string     `json:"explanation"`
 	Missing     string     `json:"missing,omitempty"` // what the log does not record, when unknown
+}
+
+// MarshalJSON writes an answer with no evidence as "evidence": [], not
+// null: a script iterating it (jq '.evidence[]') must not fail.
+func (a Answer) MarshalJSON() ([]byte, error) {
+	type plain Answer
+	if a.Evidence == nil {
+		a.Evidence = []Evidence{}
+	}
+	return json.Marshal(plain(a))
 }
 
 // Tri is yes, no or unknown.

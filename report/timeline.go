@@ -8,6 +8,7 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,6 +64,19 @@ type Timeline struct {
 	Recorder   string                 `json:"recorder,omitempty"`
 	Executions []activity.ExecutionID `json:"executions"` // in order of appearance
 	Frames     []Frame                `json:"frames"`
+}
+
+// MarshalJSON writes empty lists as [], not null (a range with no
+// events).
+func (t Timeline) MarshalJSON() ([]byte, error) {
+	type plain Timeline
+	if t.Executions == nil {
+		t.Executions = []activity.ExecutionID{}
+	}
+	if t.Frames == nil {
+		t.Frames = []Frame{}
+	}
+	return json.Marshal(plain(t))
 }
 
 // SuspectTimeline replays a suspect: its calls and every transition of its
