@@ -241,6 +241,17 @@ func (n sourceNames) recorder(p activity.Provenance) string {
 	return firstNonEmpty(n[p.Source].Format, "imported log")
 }
 
+// Recorders returns what recorded a call of each provenance, as
+// Suspect.Recorder says it: "gateway", or the format of the log it came
+// from.
+func Recorders(ctx context.Context, s *activity.Store) (func(activity.Provenance) string, error) {
+	names, err := loadSourceNames(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return names.recorder, nil
+}
+
 // RecorderGateway is Suspect.Recorder for executions mcpdup's own gateway
 // recorded.
 const RecorderGateway = "gateway"

@@ -131,14 +131,26 @@ func SuspectTimeline(sus *analyze.Suspect) *Timeline {
 // call and transition received or recorded in [from, to].
 func RangeTimeline(ctx context.Context, s *activity.Store, from, to time.Time) (*Timeline, error) {
 	tl := &Timeline{Title: fmt.Sprintf("%s – %s", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))}
+	recorderOf, err := analyze.Recorders(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	var calls []Frame
-	err := s.ScanCallsBetween(ctx, from, to, func(r *activity.CallRow) error {
+	var recorders []string // what recorded the range's calls: its middle lane
+	err = s.ScanCallsBetween(ctx, from, to, func(r *activity.CallRow) error {
 		calls = append(calls, callFrame(r.Seq, r.ID, r.ExecutionID, r.Disposition, r.ReceivedAt))
+		if rec := recorderOf(r.Source); !slices.Contains(recorders, rec) {
+			recorders = append(recorders, rec)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	// One recorder names the lane; several (the gateway and an imported
+	// log) are named together, never as the gateway alone.
+	slices.Sort(recorders)
+	tl.Recorder = strings.Join(recorders, " + ")
 	var trs []activity.Transition
 	err = s.ScanTransitions(ctx, 0, -1, func(t *activity.TransitionRow) error {
 		if !t.At.OK || t.At.V.Before(from) || t.At.V.After(to) {
