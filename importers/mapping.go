@@ -92,6 +92,13 @@ type Mapping struct {
 	// Cloudflare's Error), quoted in the reasons its transitions give.
 	Error Field `toml:"error"`
 
+	// UnsentRetryMethods are the methods the proxy retries only when the
+	// try before never reached the upstream (Kong: "for non-idempotent
+	// methods (POST, PATCH…) Kong Gateway only retries if the TCP
+	// connection failed before the upstream received the request"): of
+	// several tries of such a request, only the last was sent.
+	UnsentRetryMethods []string `toml:"unsent_retry_methods"`
+
 	// Conditions, by flag or by status sent to the client.
 	NotSent    Cond `toml:"not_sent"`    // the request never reached the target
 	NoAnswer   Cond `toml:"no_answer"`   // sent, and no answer came back
@@ -1085,6 +1092,15 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			// group's name): nothing was sent on it.
 			if err := d.step(k, n, id, activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end),
 				Reason: "no server of " + ups[i] + " could be picked: not sent"}); err != nil {
+				return err
+			}
+			continue
+		}
+		if !last && slices.ContainsFunc(m.UnsentRetryMethods, func(v string) bool { return strings.EqualFold(v, r.method) }) {
+			// The proxy tried again: for this method it does so only when
+			// the try never reached the upstream.
+			if err := d.step(k, n, id, activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end),
+				Reason: fmt.Sprintf("%s retries a %s only when the try never reached the upstream: not sent", m.Name, r.method)}); err != nil {
 				return err
 			}
 			continue
