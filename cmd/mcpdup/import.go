@@ -66,12 +66,15 @@ func (c *ImportCmd) Run(g *Globals) error {
 			return err
 		}
 		defer done()
-	} else {
+	} else if anyReadable(c.Files) {
 		if s, err = g.openStore(ctx, importStore); err != nil {
 			return err
 		}
 		defer s.Close()
 	}
+	// else: no file can be read, and each says why below; no database or
+	// key is created for nothing (a typo'd path left an empty one that the
+	// next analyze called verified).
 	if c.TrustedCheckpoint != "" {
 		b, err := os.ReadFile(c.TrustedCheckpoint)
 		if err != nil {
@@ -229,4 +232,21 @@ func dryRunStores(ctx context.Context, g *Globals) (scratch, seen *activity.Stor
 		}
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// anyReadable reports whether one of paths is a file that can be opened:
+// an import of none of them writes nothing, and needs no store.
+func anyReadable(paths []string) bool {
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		fi, err := f.Stat()
+		f.Close()
+		if err == nil && !fi.IsDir() {
+			return true
+		}
+	}
+	return false
 }

@@ -681,6 +681,21 @@ func TestImportNotSealedSaysSo(t *testing.T) {
 	}
 }
 
+// TestImportOfNothingCreatesNothing: an import whose files cannot be read
+// (a typo) creates no database and no key: the empty database it left made
+// the next analyze say "verified: empty log" instead of "no database".
+func TestImportOfNothingCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	db, keys := filepath.Join(dir, "new.db"), filepath.Join(dir, "keys")
+	code, _, errs := mcpdup(t, "import", "--db", db, "--key-dir", keys, filepath.Join(dir, "typo.log"), dir)
+	if code != 1 || !strings.Contains(errs, "typo.log") {
+		t.Fatalf("import of nothing: exit %d, want 1 naming the file\n%s", code, errs)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("an import of nothing created %v", entries)
+	}
+}
+
 // import --dry-run writes nothing: no database, no key, and an existing
 // database's files are byte for byte unchanged; a re-import is still
 // recognised.
