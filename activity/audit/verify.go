@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -375,10 +376,29 @@ func (v *verifier) compareRoot(cp checkpoint, root tlog.Hash) {
 		v.sealed = cp.size
 	case root == cp.root:
 	case trusted:
-		v.problem(CheckTrusted, "fork", -1, "trusted checkpoint (size %d): the log's first %d records hash to %s, not %s: the log was rewritten or forked after that checkpoint was taken", cp.size, cp.size, root, cp.root)
+		v.problem(CheckTrusted, "fork", -1, "trusted checkpoint (size %d%s): the log's first %d records hash to %s, not %s: the log was rewritten or forked after that checkpoint was taken%s", cp.size, v.trustedFrom(), cp.size, root, cp.root, v.copyHint())
 	default:
 		v.problem(CheckRoots, "root_mismatch", -1, "%s: root does not match the records (the log was rewritten after it was signed)", cp.where)
 	}
+}
+
+// trustedFrom says where the trusted checkpoint came from, for a
+// problem's text: ", witnessed in …/keys/<origin>.witness", or "".
+func (v *verifier) trustedFrom() string {
+	if v.opts.TrustedFrom == "" {
+		return ""
+	}
+	return ", " + v.opts.TrustedFrom
+}
+
+// copyHint is what else a witness file's disagreement may mean: a copy
+// of the database that signed records of its own with the same key
+// directory wrote its checkpoint there too.
+func (v *verifier) copyHint() string {
+	if !strings.HasPrefix(v.opts.TrustedFrom, "witnessed in ") {
+		return ""
+	}
+	return "; or a copy of this database signed records of its own with the same key directory, whose witness file then holds the copy's checkpoint (give each copy its own --key-dir)"
 }
 
 // parseCheckpoint opens a signed note with the pinned key, or, with no key,
@@ -453,7 +473,7 @@ func (v *verifier) close() {
 	}
 	for _, cp := range v.pending {
 		if v.trusted != nil && cp == *v.trusted {
-			v.problem(CheckTrusted, "rollback", -1, "trusted checkpoint covers %d records but the log has %d: the log was truncated or rolled back", cp.size, v.pos)
+			v.problem(CheckTrusted, "rollback", -1, "trusted checkpoint%s covers %d records but the log has %d: the log was truncated or rolled back%s", v.trustedFrom(), cp.size, v.pos, v.copyHint())
 		} else {
 			v.problem(CheckTruncation, "truncated", -1, "%s covers %d records but the log has %d: records were removed from the end", cp.where, cp.size, v.pos)
 		}
