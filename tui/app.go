@@ -712,7 +712,7 @@ func (m *Model) setExecs(execs []activity.Execution) {
 		}
 		rows[i], details[i] = r.row, r.detail
 	}
-	m.execs.SetRows(fmt.Sprintf("  %-22s %-11s %-20s %-16s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED"), rows, details)
+	m.execs.SetRows(fmt.Sprintf("  %-22s %-11s %-20s %-16s %s", "STATE", "EXECUTION", "TOOL", "ACTOR", "ACCEPTED UTC"), rows, details)
 }
 
 func formatExec(e activity.Execution) execRow {
@@ -731,14 +731,16 @@ func (m *Model) setRuns(runs []activity.Run) {
 	m.runList = runs
 	var rows, details []string
 	for _, r := range runs {
-		ended := "running"
+		// Most logs never say when a run ended (an import, a gateway run
+		// that went idle): that is not "running".
+		ended, why := "-", " · its end is not recorded"
 		if r.EndedAt.OK {
-			ended = "ended " + r.EndedAt.V.UTC().Format("15:04:05")
+			ended, why = r.EndedAt.V.UTC().Format("15:04:05"), ""
 		}
-		rows = append(rows, fmt.Sprintf("%-11s %-16s %-14s %-24s %s  %s", report.ShortID(string(r.ID)), cells.Clip(r.Actor, 16), r.IdentifiedBy, cells.Clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
-		details = append(details, fmt.Sprintf("%s · identified by %s: %s", r.ID, r.IdentifiedBy, r.Evidence))
+		rows = append(rows, fmt.Sprintf("%-11s %-16s %-14s %-24s %-19s  %s", report.ShortID(string(r.ID)), cells.Clip(r.Actor, 16), r.IdentifiedBy, cells.Clip(r.Evidence, 24), r.StartedAt.UTC().Format("2006-01-02 15:04:05"), ended))
+		details = append(details, fmt.Sprintf("%s · identified by %s: %s%s", r.ID, r.IdentifiedBy, r.Evidence, why))
 	}
-	m.runs.SetRows(fmt.Sprintf("%-11s %-16s %-14s %-24s %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED"), rows, details)
+	m.runs.SetRows(fmt.Sprintf("%-11s %-16s %-14s %-24s %-19s  %s", "RUN", "ACTOR", "IDENTIFIED BY", "EVIDENCE", "STARTED UTC", "ENDED"), rows, details)
 }
 
 // mergeNewest updates a newest-first list of executions with the ones new

@@ -309,7 +309,7 @@ func when(o activity.Opt[time.Time]) string {
 	if !o.OK {
 		return "sent: not recorded"
 	}
-	return "sent " + o.V.UTC().Format("01-02 15:04:05")
+	return "sent " + o.V.UTC().Format("01-02 15:04:05") + "Z"
 }
 
 // rows is how many items fit above the description and the prompt.

@@ -353,7 +353,7 @@ var (
 	colTool     = column{"TOOL", 0, false, func(s analyze.Row) string { return s.Tool }}
 	colCalls    = column{"CALLS", 5, true, func(s analyze.Row) string { return count(s.Calls) }}
 	colExecs    = column{"EXECS", 5, true, func(s analyze.Row) string { return count(s.Executions) }}
-	colFirst    = column{"FIRST CALL", 14, false, func(s analyze.Row) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
+	colFirst    = column{"FIRST CALL UTC", 14, false, func(s analyze.Row) string { return s.FirstAt.UTC().Format("01-02 15:04:05") }}
 	colID       = column{"SUSPECT", 30, false, func(s analyze.Row) string { return string(s.ID) }}
 	colShortID  = column{"SUSPECT", 11, false, func(s analyze.Row) string { return report.ShortID(string(s.ID)) }}
 )
