@@ -154,6 +154,14 @@ func testOperatorFlow(t *testing.T, eng activitytest.Engine) {
 	if code, _, errs := mcpdup(t, "audit", "checkpoint", "-f", anchor); code != 2 || !strings.Contains(errs, "exists (use --force to overwrite)") {
 		t.Fatalf("checkpoint over an existing file: %d %s", code, errs)
 	}
+	// A directory, or a file in a directory that does not exist, is named
+	// as such, with or without --force (they read "exists (use --force)",
+	// then a temporary file's rename error).
+	for _, c := range []struct{ path, want string }{{dir, "is a directory"}, {filepath.Join(dir, "no", "x"), "does not exist"}} {
+		if code, _, errs := mcpdup(t, "audit", "checkpoint", "--force", "-f", c.path); code != 2 || !strings.Contains(errs, c.want) || strings.Contains(errs, ".mcpdup-") {
+			t.Fatalf("checkpoint -f %s: %d %s", c.path, code, errs)
+		}
+	}
 	if code, out, _ := mcpdup(t, "audit", "checkpoint", "-o", "json"); code != 0 || !strings.Contains(out, `"root_hash"`) {
 		t.Fatalf("checkpoint -o json: %d %s", code, out)
 	}

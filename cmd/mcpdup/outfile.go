@@ -24,12 +24,18 @@ func (o *outFile) open(stdout io.Writer) (w io.Writer, commit func() error, disc
 	if o.File == "" || o.File == "-" {
 		return stdout, func() error { return nil }, func() {}, nil
 	}
-	if _, err := os.Stat(o.File); err == nil && !o.Force {
+	if fi, err := os.Stat(o.File); err == nil && fi.IsDir() {
+		// --force would not replace a directory either.
+		return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("-f %s is a directory: give a file name (%s)", o.File, filepath.Join(o.File, "report.md"))}
+	} else if err == nil && !o.Force {
 		return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("%s exists (use --force to overwrite)", o.File)}
+	}
+	if fi, err := os.Stat(filepath.Dir(o.File)); err != nil || !fi.IsDir() {
+		return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("-f %s: its directory %s does not exist", o.File, filepath.Dir(o.File))}
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(o.File), ".mcpdup-*")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("write %s: %w", o.File, err)
 	}
 	// A report or an export is for others to read: not CreateTemp's 0600.
 	tmp.Chmod(0o644)
