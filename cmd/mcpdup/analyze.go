@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/gctune"
 	"github.com/mcpdup/mcpdup/report"
 )
 
@@ -97,6 +98,7 @@ func (c *AnalyzeCmd) Run(g *Globals) error {
 	if c.Output == "md" { // report's name for it
 		c.Output = "markdown"
 	}
+	defer gctune.Raise(analyze.GCPercent)()
 	ctx := context.Background()
 	s, err := g.openStore(ctx, readStore)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/analyze"
+	"github.com/mcpdup/mcpdup/internal/gctune"
 	"github.com/mcpdup/mcpdup/report"
 )
 
@@ -42,6 +43,7 @@ Examples:
 }
 
 func (c *HistoryCmd) Run(g *Globals) error {
+	defer gctune.Raise(analyze.GCPercent)()
 	ctx := context.Background()
 	s, err := g.openStore(ctx, readStore)
 	if err != nil {
