@@ -140,13 +140,14 @@ type Model struct {
 	follower *audit.Follower
 	// opening is the suspect being read whole to open; keys typed
 	// meanwhile wait in typedAhead for its view.
-	opening    string
-	typedAhead []tea.KeyMsg
-	auditing   bool
-	auditDue   bool
-	auditTxt   string
-	status     string
-	bad        bool
+	opening     string
+	typedAhead  []tea.KeyMsg
+	auditing    bool
+	auditDue    bool
+	auditTxt    string
+	vaultLocked bool // every agent call is refused: the status bar says so
+	status      string
+	bad         bool
 }
 
 // New builds the console on an open store.
@@ -307,6 +308,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("pending: "+msg.err.Error(), true)
 		} else {
 			m.pending.SetItems(msg.execs, msg.approvals)
+			m.vaultLocked = msg.vaultLocked
 		}
 	case browseMsg:
 		if msg.err != nil {
@@ -661,6 +663,11 @@ func (m *Model) statusBar() string {
 		if s := t.view.Status(); s != "" {
 			parts = append(parts, s)
 		}
+	}
+	if m.vaultLocked {
+		// While it is locked every agent call is refused: first, where
+		// the eye lands ("why is everything failing?").
+		parts = append([]string{"VAULT LOCKED"}, parts...)
 	}
 	left := " " + strings.Join(append(parts, m.auditTxt), " · ")
 	if m.loading {

@@ -1017,3 +1017,20 @@ func TestStateGlyph(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusBarSaysTheVaultIsLocked: while the vault is locked every agent
+// call is refused; the status bar says so first (nothing in the console
+// did).
+func TestStatusBarSaysTheVaultIsLocked(t *testing.T) {
+	m, s, _ := newTestModel(t, 120, 30)
+	if strings.Contains(m.View(), "VAULT LOCKED") {
+		t.Fatalf("an unlocked vault shown locked:\n%s", m.View())
+	}
+	if _, err := s.Write(ctx, func(w *activity.Tx) error { return w.SetVault(true, "dana", "incident 4711") }); err != nil {
+		t.Fatal(err)
+	}
+	run(m, loadPending(s))
+	if v := m.View(); !strings.Contains(v, "VAULT LOCKED") {
+		t.Fatalf("a locked vault is not in the status bar:\n%s", v)
+	}
+}

@@ -53,7 +53,9 @@ type refreshMsg struct {
 type pendingMsg struct {
 	execs     []activity.Execution
 	approvals []activity.Approval
-	err       error
+	// vaultLocked: every agent call is refused until an operator unlocks.
+	vaultLocked bool
+	err         error
 }
 
 type browseMsg struct {
@@ -198,9 +200,13 @@ func loadPending(s *activity.Store) tea.Cmd {
 			return pendingMsg{err: err}
 		}
 		approvals, err := s.Approvals(ctx, true)
+		if err != nil {
+			return pendingMsg{err: err}
+		}
+		locked, _, err := s.Vault(ctx)
 		termsafe.Scrub(&execs)
 		termsafe.Scrub(&approvals)
-		return pendingMsg{execs: execs, approvals: approvals, err: err}
+		return pendingMsg{execs: execs, approvals: approvals, vaultLocked: locked, err: err}
 	}
 }
 
