@@ -141,15 +141,21 @@ func benchGatewayCallLogOnly(b *testing.B, writers int) {
 			}
 			return w.AppendOnly(activity.KindTransition, activity.Transition{ExecutionID: id, From: activity.StateSucceeded, To: activity.StateDelivered, At: activity.Some(w.Now())})
 		})
-		queued.Add(1)
-		go func() {
-			defer queued.Done()
-			if err := <-outcome; err != nil {
-				b.Error(err)
-			}
-		}()
+		waitAside(b, &queued, outcome)
 		return nil
 	}, queued.Wait)
+}
+
+// waitAside waits for a queued write on a goroutine of its own, counted
+// in queued, as the gateway goes on once its answer is out.
+func waitAside(b *testing.B, queued *sync.WaitGroup, outcome <-chan error) {
+	queued.Add(1)
+	go func() {
+		defer queued.Done()
+		if err := <-outcome; err != nil {
+			b.Error(err)
+		}
+	}()
 }
 
 // startBenchRun records the run the benchmarks' calls belong to.
@@ -294,14 +300,7 @@ func runWriters(b *testing.B, writers int, fn func(i int64) error, settle func()
 
 func benchGatewayCall(b *testing.B, writers int) {
 	s, _ := activitytest.Open(b, activity.Options{})
-	var run activity.Run
-	if _, err := s.Write(ctx, func(w *activity.Tx) error {
-		var err error
-		run, err = w.StartRun(activity.Run{Actor: "agent:bench", IdentifiedBy: activity.RunByToken})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	run := activity.Run{ID: startBenchRun(b, s)}
 	args := []byte(`{"service":"api","version":"1.2.3"}`)
 	deliveries := make(chan activity.ExecutionID, 4096)
 	var delivered sync.WaitGroup
@@ -361,13 +360,7 @@ func benchGatewayCall(b *testing.B, writers int) {
 		}
 		// The writer goes on, as the agent has its answer; the queued
 		// writes are waited on aside.
-		queued.Add(1)
-		go func() {
-			defer queued.Done()
-			if err := <-outcome; err != nil {
-				b.Error(err)
-			}
-		}()
+		waitAside(b, &queued, outcome)
 		return nil
 	}, func() {
 		queued.Wait()

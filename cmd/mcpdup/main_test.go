@@ -869,25 +869,36 @@ func TestApprovalsInReportsAndReplay(t *testing.T) {
 	}
 }
 
+// jsonSuspect is what the tests read of a suspect in analyze -o json.
+type jsonSuspect struct {
+	ID         string `json:"id"`
+	Executions []struct {
+		ID  string `json:"id"`
+		Seq int64  `json:"seq"`
+	} `json:"executions"`
+}
+
+// listSuspects is what analyze -o json lists (at least one).
+func listSuspects(t *testing.T) []jsonSuspect {
+	t.Helper()
+	code, out, _ := mcpdup(t, "analyze", "-o", "json", "--no-verify")
+	var res struct {
+		Suspects []jsonSuspect `json:"suspects"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 {
+		t.Fatalf("analyze: exit %d", code)
+	}
+	return res.Suspects
+}
+
 // TestVerifyRecordsProvesWhatIsShown: report and replay --verify-records
 // prove only the records a suspect rests on: verified on an untouched
 // database, TAMPERED (exit 1) when a row of one of its executions was
 // edited, and blind to a row that is not the suspect's (audit verify's).
 func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 	_, db := demoDB(t)
-	code, out, _ := mcpdup(t, "analyze", "-o", "json", "--no-verify")
-	var res struct {
-		Suspects []struct {
-			ID         string `json:"id"`
-			Executions []struct {
-				ID string `json:"id"`
-			} `json:"executions"`
-		} `json:"suspects"`
-	}
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 {
-		t.Fatalf("analyze: exit %d", code)
-	}
-	sus := res.Suspects[0]
+	suspects := listSuspects(t)
+	sus := suspects[0]
 	for _, cmd := range [][]string{{"report", "--verify-records", sus.ID}, {"replay", "--verify-records", sus.ID}} {
 		code, out, _ := mcpdup(t, cmd...)
 		if code != 0 || !strings.Contains(out, "records this rests on are in the signed log and its rows match them") {
@@ -901,7 +912,7 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 	defer raw.Close()
 	// An execution no suspect shows: --verify-records does not look.
 	shown := map[string]bool{}
-	for _, s := range res.Suspects {
+	for _, s := range suspects {
 		for _, e := range s.Executions {
 			shown[e.ID] = true
 		}
@@ -942,11 +953,7 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 	// A field only the execution row holds, which a verdict reads: its
 	// records, replayed, imply another.
 	_, db2 := demoDB(t)
-	_, out, _ = mcpdup(t, "analyze", "-o", "json", "--no-verify")
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Suspects) == 0 {
-		t.Fatalf("analyze the second database: %v", err)
-	}
-	sus = res.Suspects[0]
+	sus = listSuspects(t)[0]
 	raw2, err := sql.Open("sqlite", db2)
 	if err != nil {
 		t.Fatal(err)
@@ -966,20 +973,7 @@ func TestVerifyRecordsProvesWhatIsShown(t *testing.T) {
 // began with.
 func TestVerifyRecordsNamesDeletedTransitions(t *testing.T) {
 	_, db := demoDB(t)
-	code, out, _ := mcpdup(t, "analyze", "-o", "json", "--no-verify")
-	var res struct {
-		Suspects []struct {
-			ID         string `json:"id"`
-			Executions []struct {
-				ID  string `json:"id"`
-				Seq int64  `json:"seq"`
-			} `json:"executions"`
-		} `json:"suspects"`
-	}
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Suspects) == 0 {
-		t.Fatalf("analyze: exit %d", code)
-	}
-	sus := res.Suspects[0]
+	sus := listSuspects(t)[0]
 	x := sus.Executions[len(sus.Executions)-1]
 	raw, err := sql.Open("sqlite", db)
 	if err != nil {
