@@ -15,14 +15,7 @@ import (
 // process (stdio) and checks contracts: unwritten → blocked_after_unknown,
 // a readOnlyHint seeds read_only, a written contract beats a hint.
 func TestUpstreamMCPServerProcess(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "upstreamserver")
-	build := exec.Command("go", "build", "-o", bin, "./gatewaytest/upstreamserver")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build upstream server: %v\n%s", err, out)
-	}
-	effects := filepath.Join(dir, "effects.txt")
-	t.Setenv("UPSTREAM_EFFECTS", effects)
+	bin, effects := buildUpstream(t)
 	h := newHarness(t, `
 [[upstream]]
 name = "notes"
@@ -80,13 +73,7 @@ fingerprint = ["text"]
 // failure. Every upstream isError was a failure, and the retry opened a
 // second ticket.
 func TestUpstreamToolTimeoutIsUnknown(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "upstreamserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "./gatewaytest/upstreamserver").CombinedOutput(); err != nil {
-		t.Fatalf("build upstream server: %v\n%s", err, out)
-	}
-	effects := filepath.Join(dir, "effects.txt")
-	t.Setenv("UPSTREAM_EFFECTS", effects)
+	bin, effects := buildUpstream(t)
 	h := newHarness(t, `
 [[upstream]]
 name = "tickets"
@@ -106,4 +93,18 @@ command = ["`+bin+`"]
 	if st := execMeta(t, res)["state"]; st != string(activity.StateFailed) {
 		t.Fatalf("reject_note: state %v, want failed: %s", st, resultText(res))
 	}
+}
+
+// buildUpstream builds the test's upstream MCP server and names the file
+// its tools append their effects to.
+func buildUpstream(t *testing.T) (bin, effects string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "upstreamserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "./gatewaytest/upstreamserver").CombinedOutput(); err != nil {
+		t.Fatalf("build upstream server: %v\n%s", err, out)
+	}
+	effects = filepath.Join(dir, "effects.txt")
+	t.Setenv("UPSTREAM_EFFECTS", effects)
+	return bin, effects
 }
