@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf16"
 
@@ -143,5 +144,53 @@ timeout = "5s"
 	}
 	if strings.Count(a, "plain-visible-note") < len(modes) {
 		t.Errorf("the echo of an ordinary argument was lost: %.400s", a)
+	}
+}
+
+// TestNoSilentResendOfBodylessRequests: a target that acts on a DELETE
+// and then closes a reused connection without answering gets that DELETE
+// once: net/http resent a body-less request that carries Idempotency-Key
+// on a new connection, unrecorded, and a blocked_after_unknown tool acted
+// twice while the agent was told it would not be sent again.
+func TestNoSilentResendOfBodylessRequests(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path]++
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			got["a body was sent"]++ // the empty body must not be chunked onto the wire
+		}
+		mu.Unlock()
+		if !strings.HasSuffix(r.URL.Path, "/drop") {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		// Acted, then the connection goes away before any answer.
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, fmt.Sprintf(`
+[[tool]]
+name = "dequeue"
+method = "DELETE"
+url = "%s/v1/queue/{item}"
+contract = "blocked_after_unknown"
+timeout = "5s"
+`, srv.URL))
+	cs := h.connect(loopback.ProtocolStateless, false)
+	// The first leaves a kept-alive connection the second reuses.
+	mustCall(t, cs, "dequeue", map[string]any{"item": "keep"}, nil)
+	res := mustCall(t, cs, "dequeue", map[string]any{"item": "drop"}, nil)
+	if st := execMeta(t, res)["state"]; st != string(activity.StateUnknown) && st != string(activity.StatePendingVerification) {
+		t.Fatalf("dequeue drop: state %v, want unknown or pending_verification: %s", st, resultText(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got["/v1/queue/keep"] != 1 || got["/v1/queue/drop"] != 1 || got["a body was sent"] > 0 {
+		t.Fatalf("the target got %v: want each DELETE once", got)
 	}
 }

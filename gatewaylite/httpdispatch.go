@@ -130,13 +130,19 @@ func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args
 	if err != nil {
 		return Outcome{State: activity.StateFailedBefore, Reason: "build request: " + err.Error()}
 	}
-	// net/http silently resends a request that carries Idempotency-Key when
-	// a reused connection breaks, if it can rewind the body. That would be
-	// a second send the record does not show, and for a tool that must not
-	// be resent after an unknown outcome, a possible second action. Without
-	// GetBody it cannot rewind, so it never resends; our own recovery does,
-	// recorded, when the contract allows it.
+	// net/http silently resends a request that carries Idempotency-Key, or
+	// is a GET, when a reused connection breaks after it was written, if
+	// it can rewind the body. That would be a second send the record does
+	// not show, and for a tool that must not be resent after an unknown
+	// outcome, a possible second action. Without GetBody it cannot rewind
+	// a body, so it never resends; our own recovery does, recorded, when
+	// the contract allows it. A request with no body counts as rewindable:
+	// it gets an empty one that cannot rewind, which net/http still sends
+	// as no body at all (it reads a GET's or DELETE's body before sending).
 	req.GetBody = nil
+	if req.Body == nil {
+		req.Body = io.NopCloser(bytes.NewReader(nil))
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
