@@ -190,14 +190,35 @@ const detectHead = 1 << 20
 // Import reads one file into the store. A file already imported (same
 // sha256) adds nothing and says so.
 func Import(ctx context.Context, s *activity.Store, path string, opts Options) (FileReport, error) {
+	p, rep, err := prepare(ctx, s, path, opts)
+	if err != nil || p == nil {
+		return rep, err
+	}
+	return p.write(ctx, s, &opts)
+}
+
+// plan is a file checked and ready to be written: its sums, format and
+// decoder.
+type plan struct {
+	path  string
+	start time.Time
+	rep   FileReport
+	sums  fileSums
+	dec   decoder
+	grown grownFrom
+}
+
+// prepare checks a file and chooses its decoder, writing nothing. A nil
+// plan with no error is a file already imported (its report says so).
+func prepare(ctx context.Context, s *activity.Store, path string, opts Options) (*plan, FileReport, error) {
 	start := time.Now()
 	rep := FileReport{File: path}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return rep, fmt.Errorf("import %s: a directory: give the files in it (%s)", path, filepath.Join(path, "*.log"))
+		return nil, rep, fmt.Errorf("import %s: a directory: give the files in it (%s)", path, filepath.Join(path, "*.log"))
 	}
 	sums, err := fileSum(path)
 	if err != nil {
-		return rep, fmt.Errorf("import %s: %w", path, err)
+		return nil, rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.SHA256 = sums.stored
 	prior, err := s.SourceBySHA256(ctx, sums.stored, sums.content)
@@ -209,9 +230,9 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	if err == nil {
 		rep.AlreadyImported, rep.Source, rep.Format = true, prior.ID, prior.Format
 		rep.Note = fmt.Sprintf("already imported on %s as %s; nothing added", prior.ImportedAt.UTC().Format(time.RFC3339), prior.ID)
-		return rep, nil
+		return nil, rep, nil
 	} else if !errors.Is(err, activity.ErrNotFound) {
-		return rep, fmt.Errorf("import %s: %w", path, err)
+		return nil, rep, fmt.Errorf("import %s: %w", path, err)
 	}
 	rep.Format = opts.Format
 	if opts.Mapping != nil && opts.Mapping.Format == "otlp" {
@@ -221,10 +242,10 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	} else if rep.Format == "" || rep.Format == "auto" {
 		h, err := head(path, detectHead)
 		if err != nil {
-			return rep, fmt.Errorf("import %s: %w", path, err)
+			return nil, rep, fmt.Errorf("import %s: %w", path, err)
 		}
 		if rep.Format, err = Detect(h); err != nil {
-			return rep, fmt.Errorf("import %s: %w", path, err)
+			return nil, rep, fmt.Errorf("import %s: %w", path, err)
 		}
 	}
 	var dec decoder
@@ -236,7 +257,7 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	default:
 		newDecoder, ok := formats[rep.Format]
 		if !ok {
-			return rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())
+			return nil, rep, fmt.Errorf("import %s: unknown format %q (one of %v)", path, rep.Format, Formats())
 		}
 		dec = newDecoder(path)
 	}
@@ -244,25 +265,37 @@ func Import(ctx context.Context, s *activity.Store, path string, opts Options) (
 	switch dec.(type) {
 	case *mapped, *mcpLog, *sallyport: // lines with no ids of their own (OTLP's spans have; an mcpdup export continues by its chain)
 		if grown, err = shorterCopy(ctx, s, &opts, path, rep.Format, sums); err != nil {
-			return rep, fmt.Errorf("import %s: %w", path, err)
+			return nil, rep, fmt.Errorf("import %s: %w", path, err)
 		}
 	}
 	if _, lineByLine := dec.(*mapped); grown.lines > 0 && !lineByLine {
 		// The rest alone would lose the pairs across the cut.
-		return rep, fmt.Errorf("import %s: its first %d lines are %s (%s, imported %s), a shorter copy of this log; "+
+		return nil, rep, fmt.Errorf("import %s: its first %d lines are %s (%s, imported %s), a shorter copy of this log; "+
 			"this format pairs a call with its answer across lines, so the rest alone would lose pairs and the whole would hold those lines twice: "+
 			"import the longer file into a database of its own (--db)", path, grown.lines, grown.src.ID, grown.src.File, grown.src.ImportedAt.UTC().Format(time.RFC3339))
 	}
-	in, err := openLines(path)
+	return &plan{path: path, start: start, rep: rep, sums: sums, dec: dec, grown: grown}, rep, nil
+}
+
+// write imports a prepared file in one transaction, and seals it.
+func (p *plan) write(ctx context.Context, s *activity.Store, opts *Options) (FileReport, error) {
+	rep := p.rep
+	in, err := openLines(p.path)
 	if err != nil {
-		return rep, fmt.Errorf("import %s: %w", path, err)
+		return rep, fmt.Errorf("import %s: %w", p.path, err)
 	}
 	defer in.Close()
 	defer gctune.Raise(importGCPercent)()
 	_, err = s.WriteBulk(ctx, func(w *activity.Tx) error {
-		return decodeInto(ctx, w, dec, in, path, sums, grown, &opts, &rep)
+		return decodeInto(ctx, w, p.dec, in, p.path, p.sums, p.grown, opts, &rep)
 	})
-	rep.DurationMS = time.Since(start).Milliseconds()
+	rep.DurationMS = time.Since(p.start).Milliseconds()
+	return sealed(ctx, s, p.path, rep, err)
+}
+
+// sealed finishes an import's write: a dry run's report, or the seal of
+// what it wrote.
+func sealed(ctx context.Context, s *activity.Store, path string, rep FileReport, err error) (FileReport, error) {
 	if errors.Is(err, errDryRun) {
 		rep.Source = ""
 		return rep, nil

@@ -145,6 +145,10 @@ type span struct {
 	statusMsg         string
 	exception         string // the exception event's type and message, if it has one
 	line              int64
+	// k is the sink of the file the span was read from: a trace that
+	// continues across files imported together (ImportSet) is written
+	// with each span's own provenance.
+	k *sink
 }
 
 func (s *span) attr(keys ...string) string {
@@ -199,12 +203,29 @@ type otlp struct {
 	// are the same records, not a second call.
 	seen     map[uint64]struct{}
 	seenSeed maphash.Seed
+	// A set of files read as one stream (ImportSet): base is the lines of
+	// the files before this one, so that traces are ordered across them
+	// (touch.line and otlpTrace.last count from the first file's first
+	// line); hold keeps the traces still open at the end of a file for the
+	// next one.
+	base int64
+	hold bool
+	// mark is the counts when this file began: its note says what it
+	// added.
+	mark otlpCounts
+}
+
+// otlpCounts are what a note counts.
+type otlpCounts struct{ spans, calls, noServer, other, noArgs, unserved int64 }
+
+func (d *otlp) counts() otlpCounts {
+	return otlpCounts{d.spans, d.calls, d.noServer, d.other, d.noArgs, d.unserved}
 }
 
 type otlpTrace struct {
 	id    string
 	spans []*span
-	last  int64
+	last  int64 // the line of its latest span, counted across a set's files
 }
 
 // touch is a trace given spans at a line: the queue flush reads in line
@@ -231,13 +252,18 @@ func (d *otlp) note() string {
 	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
 		"Authorization is not in the MCP semantic conventions: not recorded. Delivery is known only where an MCP client span of the same trace shows the agent's side. "+
 		"%d calls have no recorded arguments (gen_ai.tool.call.arguments is opt-in): calls of one tool to one target are then taken for one effect.",
-		d.spans, d.calls, d.noServer, d.other, d.noArgs) + d.unservedNote()
+		d.spans-d.mark.spans, d.calls-d.mark.calls, d.noServer-d.mark.noServer, d.other-d.mark.other, d.noArgs-d.mark.noArgs) + d.unservedNote()
 }
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
-	d.traces, d.runs, d.dispatched = map[string]*otlpTrace{}, map[string]activity.RunID{}, map[string]activity.ExecutionID{}
-	d.execs = map[string]activity.ExecutionID{}
-	d.seen, d.seenSeed = map[uint64]struct{}{}, maphash.MakeSeed()
+	if d.traces == nil { // the first file (of a set: ImportSet)
+		d.traces, d.runs, d.dispatched = map[string]*otlpTrace{}, map[string]activity.RunID{}, map[string]activity.ExecutionID{}
+		d.execs = map[string]activity.ExecutionID{}
+		d.seen, d.seenSeed = map[uint64]struct{}{}, maphash.MakeSeed()
+	}
+	defer func() { d.base += in.Line() }()
+	d.mark = d.counts()
+	spans := d.spans
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
 		return d.document(in, k)
 	}
@@ -264,29 +290,38 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.add(k, n, doc); err != nil {
 			return err
 		}
-		if err := d.flush(k, n-otlpLookback); err != nil {
+		if err := d.flush(d.base + n - otlpLookback); err != nil {
 			return err
 		}
-		return d.shed(k)
+		return d.shed()
 	})
 	if err != nil {
 		return err
 	}
-	if d.spans == 0 && k.rep.Noise > 0 && k.rep.Skipped == 0 && k.held == 0 {
+	if d.spans == spans && k.rep.Noise > 0 && k.rep.Skipped == 0 && k.held == 0 {
 		// Every line passed over: not an empty trace file, another
 		// format (the file exporter's format: proto, or a log).
 		return fmt.Errorf("%s: none of its %d lines is OTLP/JSON (the collector's file exporter writes one TracesData object per line with format: json; format: proto is not read)", k.file, k.rep.Noise)
 	}
-	return d.flush(k, 1<<62)
+	return d.end()
+}
+
+// end writes the traces still open at the end of a file, unless the next
+// file of a set may continue them.
+func (d *otlp) end() error {
+	if d.hold {
+		return nil
+	}
+	return d.flush(1 << 62)
 }
 
 // unservedNote counts the unanswered POSTs of MCP requests no server span
 // is under, if any.
 func (d *otlp) unservedNote() string {
-	if d.unserved == 0 {
+	if d.unserved == d.mark.unserved {
 		return ""
 	}
-	return fmt.Sprintf(" %d POSTs of an MCP request got no answer and show no server span under them: the server may have got them and acted, leaving nothing in the trace (a crash before it exported).", d.unserved)
+	return fmt.Sprintf(" %d POSTs of an MCP request got no answer and show no server span under them: the server may have got them and acted, leaving nothing in the trace (a crash before it exported).", d.unserved-d.mark.unserved)
 }
 
 // document imports one pretty-printed TracesData document.
@@ -302,7 +337,7 @@ func (d *otlp) document(in *lines, k *sink) error {
 	if err := d.add(k, 1, &doc); err != nil {
 		return err
 	}
-	return d.flush(k, 1<<62)
+	return d.end()
 }
 
 // add reads a line's spans into their traces.
@@ -327,15 +362,17 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 					k.repeated(1)
 					continue
 				}
+				sp.k = k
 				t := d.traces[sp.trace]
 				if t == nil {
 					t = &otlpTrace{id: sp.trace}
 					d.traces[sp.trace] = t
 				}
-				if t.last != n {
-					d.touched = append(d.touched, touch{t, n})
+				if at := d.base + n; t.last != at {
+					d.touched = append(d.touched, touch{t, at})
+					t.last = at
 				}
-				t.spans, t.last = append(t.spans, sp), n
+				t.spans = append(t.spans, sp)
 				d.held++
 			}
 		}
@@ -491,9 +528,9 @@ func otlpTime(raw json.RawMessage) (time.Time, error) {
 	return time.Unix(0, ns).UTC(), nil
 }
 
-// flush writes every trace whose last span came at or before line upTo,
-// oldest first.
-func (d *otlp) flush(k *sink, upTo int64) error {
+// flush writes every trace whose last span came at or before line upTo
+// (counted across a set's files), oldest first.
+func (d *otlp) flush(upTo int64) error {
 	var done []*otlpTrace
 	i := 0
 	for ; i < len(d.touched) && d.touched[i].line <= upTo; i++ {
@@ -508,7 +545,7 @@ func (d *otlp) flush(k *sink, upTo int64) error {
 	d.touched = d.touched[i:] // append moves the rest when it must grow
 	sort.Slice(done, func(i, j int) bool { return earliest(done[i]).Before(earliest(done[j])) })
 	for _, t := range done {
-		if err := d.trace(k, t); err != nil {
+		if err := d.trace(t); err != nil {
 			return err
 		}
 	}
@@ -523,7 +560,7 @@ func (d *otlp) current(e touch) bool {
 
 // shed takes the open traces seen last longest ago for complete until
 // they hold at most half of maxHeldSpans, once they hold more.
-func (d *otlp) shed(k *sink) error {
+func (d *otlp) shed() error {
 	if d.held <= maxHeldSpans {
 		return nil
 	}
@@ -537,7 +574,7 @@ func (d *otlp) shed(k *sink) error {
 		}
 		held, upTo = held-int64(len(e.t.spans)), e.line
 	}
-	return d.flush(k, upTo)
+	return d.flush(upTo)
 }
 
 func earliest(t *otlpTrace) time.Time {
@@ -689,7 +726,9 @@ func relayed(spans []*span, under func(s, anc *span) bool, used map[*span]bool) 
 	}
 }
 
-func (d *otlp) trace(k *sink, t *otlpTrace) error {
+// trace writes one trace's tool calls, each through the sink of the file
+// its main span came from.
+func (d *otlp) trace(t *otlpTrace) error {
 	byID := map[string]*span{}
 	for _, s := range t.spans {
 		byID[s.id] = s
@@ -749,7 +788,7 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 				used[s] = true
 			}
 		}
-		if err := d.toolCall(k, toolCallSpans{srv: srv, client: client, agent: agent, work: work}); err != nil {
+		if err := d.toolCall(srv.k, toolCallSpans{srv: srv, client: client, agent: agent, work: work}); err != nil {
 			return err
 		}
 	}
@@ -763,7 +802,7 @@ func (d *otlp) trace(k *sink, t *otlpTrace) error {
 				agent = p
 				used[p] = true
 			}
-			if err := d.toolCall(k, toolCallSpans{client: s, agent: agent}); err != nil {
+			if err := d.toolCall(s.k, toolCallSpans{client: s, agent: agent}); err != nil {
 				return err
 			}
 		case agentTool(s):

@@ -176,8 +176,11 @@ func spanCount(spans ...*span) int64 {
 	return n
 }
 
-// spanAt is a span's provenance: its line, and the span id.
+// spanAt is a span's provenance: its file and line, and the span id.
 func spanAt(k *sink, s *span) activity.Provenance {
+	if s.k != nil {
+		k = s.k // a trace across a set's files: the span's own file
+	}
 	p := k.at(s.line)
 	p.Record = "span " + s.id
 	return p

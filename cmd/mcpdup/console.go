@@ -65,15 +65,20 @@ func (c *ConsoleCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
-	for _, f := range c.Files {
-		rep, err := importers.Import(context.Background(), s, f, importers.Options{})
-		if errors.Is(err, importers.ErrNotSealed) {
-			return fmt.Errorf("%w (its records are in the log, unsigned; the console was not opened: run mcpdup audit verify)", err)
+	var failed error
+	importers.ImportFiles(context.Background(), s, c.Files, importers.Options{}, nil, func(rep importers.FileReport, err error) {
+		switch {
+		case failed != nil:
+		case errors.Is(err, importers.ErrNotSealed):
+			failed = fmt.Errorf("%w (its records are in the log, unsigned; the console was not opened: run mcpdup audit verify)", err)
+		case err != nil:
+			failed = fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
+		default:
+			fmt.Fprintln(g.stderr, rep.Summary())
 		}
-		if err != nil {
-			return fmt.Errorf("%w (nothing of it was imported; the console was not opened)", err)
-		}
-		fmt.Fprintln(g.stderr, rep.Summary())
+	})
+	if failed != nil {
+		return failed
 	}
 	return runConsole(s, tui.Options{Operator: c.Operator, Poll: pollFor(c.NoLive), Analysis: analyze.Options{Window: c.Window}})
 }

@@ -91,28 +91,31 @@ func (c *ImportCmd) Run(g *Globals) error {
 	}
 	var reports []importers.FileReport
 	failed, unsealed := 0, 0
-	for _, f := range c.Files {
-		prog := newProgress(g.stderr, "importing "+f)
-		if prog != nil {
+	var prog *progress
+	begin := func(f string) func(done, total int64) {
+		prog.done()
+		if prog = newProgress(g.stderr, "importing "+f); prog != nil {
 			prog.bytes = true
 		}
-		opts.Progress = prog.update
-		rep, err := importers.Import(ctx, s, f, opts)
+		return prog.update
+	}
+	// OTLP files given together are read as one stream (a trace the
+	// collector split across files is one trace).
+	importers.ImportFiles(ctx, s, c.Files, opts, begin, func(rep importers.FileReport, err error) {
 		prog.done()
-		if errors.Is(err, importers.ErrNotSealed) {
+		switch {
+		case errors.Is(err, importers.ErrNotSealed):
 			unsealed++
 			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
 			reports = append(reports, rep)
-			continue
-		}
-		if err != nil {
+		case err != nil:
 			failed++
 			fmt.Fprintf(g.stderr, "mcpdup: %v\n", err)
-			reports = append(reports, importers.FileReport{File: f, Refused: err.Error()}) // -o json lists every file
-			continue
+			reports = append(reports, importers.FileReport{File: rep.File, Refused: err.Error()}) // -o json lists every file
+		default:
+			reports = append(reports, rep)
 		}
-		reports = append(reports, rep)
-	}
+	})
 	if c.Output == "json" {
 		if reports == nil {
 			reports = []importers.FileReport{}

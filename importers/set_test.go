@@ -1,0 +1,118 @@
+package importers
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpdup/mcpdup/activity"
+)
+
+// splitTrace is a trace the collector wrote in two files (group_by
+// service.name): the gateway's spans and the agent's.
+var splitTrace = []string{
+	"../fixtures/corpus/otlp-group-by-service-attached/tool-gateway.jsonl",
+	"../fixtures/corpus/otlp-group-by-service-attached/ops-agent.jsonl",
+}
+
+func setStore(t *testing.T) *activity.Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := activity.Open(context.Background(), filepath.Join(dir, "s.db"), activity.Options{KeyDir: filepath.Join(dir, "keys")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestImportFilesJoinsATrace: OTLP files given together are one stream:
+// the agent's client span and the gateway's server span of one call are
+// one call, whichever file holds which, each step keeping its own file
+// and line; one by one they were two calls (an invented suspect).
+func TestImportFilesJoinsATrace(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	var reps []FileReport
+	ImportFiles(ctx, s, splitTrace, Options{}, nil, func(rep FileReport, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, rep)
+	})
+	if len(reps) != 2 || reps[0].Source == "" || reps[1].Source == "" || !strings.Contains(reps[1].Note, "Read as one stream") {
+		t.Fatalf("reports: %+v", reps)
+	}
+	calls := reps[0].Calls + reps[1].Calls
+	if calls != 2 {
+		t.Fatalf("%d calls, want 2 (one per tools/call, each seen by agent and gateway)", calls)
+	}
+	// The delivery steps come from the agent's file, the dispatches from
+	// the gateway's: both sources are named in the transitions.
+	db, err := sql.Open("sqlite", "file:"+s.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srcs := map[activity.SourceID]bool{}
+	rows, err := db.Query(`SELECT DISTINCT source_id FROM transitions WHERE source_id IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		srcs[activity.SourceID(id)] = true
+	}
+	rows.Close()
+	if !srcs[reps[0].Source] || !srcs[reps[1].Source] {
+		t.Fatalf("transitions name sources %v, want both %s and %s", srcs, reps[0].Source, reps[1].Source)
+	}
+	if rep, err := s.CheckTables(ctx); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("tables: %v %+v", err, rep)
+	}
+}
+
+// TestImportFilesFallsBackFileByFile: a bad file among OTLP files given
+// together is refused alone; the others are imported (one by one).
+func TestImportFilesFallsBackFileByFile(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	good, err := os.ReadFile(splitTrace[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bad, append(good, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}`+"\n")...), 0o600)
+	var refused, imported []string
+	ImportFiles(ctx, s, []string{splitTrace[1], bad}, Options{}, nil, func(rep FileReport, err error) {
+		if err != nil {
+			refused = append(refused, rep.File)
+		} else {
+			imported = append(imported, rep.File)
+		}
+	})
+	if len(refused) != 1 || refused[0] != bad || len(imported) != 1 || imported[0] != splitTrace[1] {
+		t.Fatalf("refused %v, imported %v", refused, imported)
+	}
+}
+
+// TestImportFilesDryRun: a dry run of files given together writes nothing
+// and reports each.
+func TestImportFilesDryRun(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	n := 0
+	ImportFiles(ctx, s, splitTrace, Options{DryRun: true}, nil, func(rep FileReport, err error) {
+		if err != nil || rep.Source != "" {
+			t.Fatalf("dry run: %+v %v", rep, err)
+		}
+		n++
+	})
+	if size, err := s.LogSize(ctx); err != nil || size != 0 || n != 2 {
+		t.Fatalf("a dry run wrote %d records (%v), reported %d files", size, err, n)
+	}
+}
