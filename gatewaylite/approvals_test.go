@@ -2,6 +2,7 @@ package gatewaylite_test
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 )
 
 const perUseConfig = `
@@ -136,5 +138,38 @@ func TestSessionGrantAsk(t *testing.T) {
 	run := h.run(h.executions("deploy_release")[0].RunID)
 	if len(run.Grants) != 1 || run.Grants[0].GrantedBy != "operator:bob" {
 		t.Fatalf("grants: %+v", run.Grants)
+	}
+}
+
+// TestRetryNeverTakesOverAWaitingCall: a retry that reads a new execution
+// in the moment between its acceptance committing and its call taking it
+// in hand found it accepted with nobody on it and took it over: it
+// authorized and dispatched the refund while its approval was pending.
+// The call now holds it before its acceptance commits.
+func TestRetryNeverTakesOverAWaitingCall(t *testing.T) {
+	h := newHarness(t, perUseConfig)
+	gap := make(chan struct{})
+	var first atomic.Bool
+	defer gatewaylite.SetAfterAccept(func() {
+		if first.CompareAndSwap(false, true) {
+			<-gap // the first call's only
+		}
+	})()
+	cs := h.connect(loopback.ProtocolStateless, false)
+	args := map[string]any{"order": "o-18", "amount_cents": 1200}
+	answer := make(chan *mcp.CallToolResult, 1)
+	go func() { answer <- mustCall(t, cs, "refund", args, nil) }()
+	as := h.waitApprovals(1)
+	// The first call is between its commit and its next step: a retry now.
+	res := mustCall(t, h.connect(loopback.ProtocolLegacy, false), "refund", args, nil)
+	close(gap)
+	if m := execMeta(t, res); m["state"] != "accepted" || h.target.Total() != 0 {
+		t.Fatalf("retry while the approval was pending: %v %s (effects at the target %d)", m, resultText(res), h.target.Total())
+	}
+	if _, err := h.store.DecideApproval(ctx, as[0].ID, activity.ApprovalDenied, "alice", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if m := execMeta(t, <-answer); m["state"] != "rejected" || h.target.Total() != 0 {
+		t.Fatalf("denied: %v (effects %d)", m, h.target.Total())
 	}
 }

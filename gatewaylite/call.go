@@ -40,6 +40,10 @@ const (
 	headerRequest = "X-Mcpdup-Request"
 )
 
+// afterAccept, set by a test, runs once a call's acceptance is durable,
+// before the call goes on.
+var afterAccept func()
+
 // callInfo is what the front learned about the request carrying a call.
 type callInfo struct {
 	actor, rpcID, token, protocol, session string
@@ -117,6 +121,12 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	var rec activity.Recovery
 	var waiting []string              // approvals the new execution waits on
 	var unproven activity.ExecutionID // the match, when the signed log does not prove it
+	// reserved marks a new execution in hand before its acceptance
+	// commits: a retry that reads it (accepted, waiting for an approval,
+	// or not yet dispatched) must wait on this call, never take it over
+	// as though its process were gone (which dispatched a payment whose
+	// approval was still pending).
+	var reserved func()
 	_, err = g.store.Write(ctx, func(w *activity.Tx) error {
 		if err := g.fence(w); err != nil {
 			return err
@@ -167,6 +177,9 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		call.Disposition = activity.DispositionNewExecution
 		call.ID = activity.NewCallID(received)
 		call.ExecutionID = activity.NewExecutionID(received)
+		if reserved == nil {
+			reserved = g.inflight.begin(call.ExecutionID)
+		}
 		if _, err := w.RecordCall(call); err != nil {
 			return err
 		}
@@ -182,6 +195,12 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		exec, waiting, err = g.authorize(w, exec, spec, run, call.ID)
 		return err
 	})
+	if reserved != nil {
+		defer reserved() // executing it below begins it again: a no-op
+	}
+	if afterAccept != nil {
+		afterAccept() // a test widens the window a retry could fall into
+	}
 	if err != nil {
 		return g.notRecorded(call, "record call", err), nil
 	}

@@ -9,3 +9,11 @@ func SetApprovalPoll(d time.Duration) (restore func()) {
 	approvalPoll = d
 	return func() { approvalPoll = old }
 }
+
+// SetAfterAccept runs f once each call's acceptance is durable, before
+// the call goes on: a test opens the window between the two.
+func SetAfterAccept(f func()) (restore func()) {
+	old := afterAccept
+	afterAccept = f
+	return func() { afterAccept = old }
+}
