@@ -340,25 +340,14 @@ func (w *Tx) HasGrant(run RunID, scope string) (bool, error) {
 // ProvenApproval reads an approval and checks it against the record that
 // last changed it: its request, or its decision.
 func (s *Store) ProvenApproval(ctx context.Context, id string) (Approval, error) {
-	// The row and the record it names in one read: a decision committed
-	// between two reads would pair the decided row with its request.
-	tx, err := s.r.BeginTx(ctx, s.readTx())
+	a, seq, err := s.approvalRow(ctx, id)
 	if err != nil {
-		return Approval{}, err
+		return a, err
 	}
-	defer tx.Rollback()
-	var seq int64
-	var decided sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT seq, decided_seq FROM approvals WHERE id = ?`, id).Scan(&seq, &decided); err != nil {
-		return Approval{}, fmt.Errorf("approval %s: %w", id, notFound(err))
-	}
-	a, err := scanApproval(tx.QueryRowContext(ctx, approvalSelect+` WHERE id = ?`, id))
-	if err != nil {
-		return a, fmt.Errorf("approval %s: %w", id, err)
-	}
-	if decided.Valid {
-		seq = decided.Int64
-	}
+	// The record is read on a connection of its own, with the row's
+	// released: several calls waiting on approvals, each holding one of
+	// the pool's connections while asking for a second, held them all,
+	// and the gateway stopped.
 	got, err := s.ProveRecord(ctx, seq)
 	if err != nil {
 		return a, fmt.Errorf("approval %s: %w", id, err)
@@ -369,6 +358,30 @@ func (s *Store) ProvenApproval(ctx context.Context, id string) (Approval, error)
 		return a, fmt.Errorf("approval %s (%s by %q): %w: record %d says otherwise", id, a.State, a.Operator, ErrUnproven, seq)
 	}
 	return a, nil
+}
+
+// approvalRow reads an approval's row and the record it rests on (its
+// decision's, else its request's) in one read: a decision committed
+// between two reads would pair the decided row with its request.
+func (s *Store) approvalRow(ctx context.Context, id string) (Approval, int64, error) {
+	tx, err := s.r.BeginTx(ctx, s.readTx())
+	if err != nil {
+		return Approval{}, 0, err
+	}
+	defer tx.Rollback()
+	var seq int64
+	var decided sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT seq, decided_seq FROM approvals WHERE id = ?`, id).Scan(&seq, &decided); err != nil {
+		return Approval{}, 0, fmt.Errorf("approval %s: %w", id, notFound(err))
+	}
+	a, err := scanApproval(tx.QueryRowContext(ctx, approvalSelect+` WHERE id = ?`, id))
+	if err != nil {
+		return a, 0, fmt.Errorf("approval %s: %w", id, err)
+	}
+	if decided.Valid {
+		seq = decided.Int64
+	}
+	return a, seq, nil
 }
 
 // ProvenResult reads the result an execution's answer names, checked

@@ -1,6 +1,7 @@
 package gatewaylite_test
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,5 +172,38 @@ func TestRetryNeverTakesOverAWaitingCall(t *testing.T) {
 	}
 	if m := execMeta(t, <-answer); m["state"] != "rejected" || h.target.Total() != 0 {
 		t.Fatalf("denied: %v (effects %d)", m, h.target.Total())
+	}
+}
+
+// TestManyCallsAwaitingApprovals: calls waiting on approvals each read
+// their approval's row and then its record; each held one of the store's
+// four read connections while asking for a second, so with four or more
+// waiting every read of the store waited for good: other calls got no
+// answer, the approvals never expired, and the gateway did not stop.
+func TestManyCallsAwaitingApprovals(t *testing.T) {
+	defer gatewaylite.SetApprovalPoll(time.Millisecond)() // all of them reading at once, all the time
+	h := newHarness(t, strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "2s"`, 1))
+	const waiting = 8
+	answers := make(chan *mcp.CallToolResult, waiting)
+	for i := range waiting {
+		cs := h.connect(loopback.ProtocolStateless, false)
+		go func() {
+			answers <- mustCall(t, cs, "refund", map[string]any{"order": fmt.Sprintf("o-%d", i), "amount_cents": 100 + i}, nil)
+		}()
+	}
+	h.waitApprovals(waiting)
+	// An ordinary call is answered meanwhile.
+	res := mustCall(t, h.connect(loopback.ProtocolStateless, false), "get_status", map[string]any{"service": "api"}, nil)
+	if res.IsError {
+		t.Fatalf("a read while %d calls wait on approvals: %s", waiting, resultText(res))
+	}
+	// And every waiting call ends when its approval expires.
+	for range waiting {
+		if m := execMeta(t, <-answers); m["state"] != "rejected" {
+			t.Fatalf("a call whose approval expired: %v", m)
+		}
+	}
+	if h.target.Total() != 0 {
+		t.Fatalf("%d effects at the target, want none (no refund was approved)", h.target.Total())
 	}
 }
