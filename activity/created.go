@@ -12,10 +12,10 @@ import (
 // reads answers with, so "two created ids" means the same in every log.
 
 // CreatedInHTTP is what an HTTP answer names as created: its Location's
-// path (RFC 9110: a 201 identifies the new resource there), else an id
-// in its JSON body.
+// path (RFC 9110: a 201 identifies the new resource there, a 303 after a
+// POST the result it made), else an id in its JSON body.
 func CreatedInHTTP(status int, location, body string) string {
-	if location != "" && status >= 200 && status < 300 {
+	if location != "" && (status >= 200 && status < 300 || status == 303) {
 		if u, err := url.Parse(strings.TrimSpace(location)); err == nil && u.Path != "" {
 			return u.Path
 		}

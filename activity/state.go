@@ -240,7 +240,9 @@ func errorState(s State) bool {
 }
 
 // StateForHTTPStatus is what an HTTP target's status code says about an
-// action, the same for the gateway and for imported logs: 2xx it acted;
+// action, the same for the gateway and for imported logs: 2xx it acted,
+// and so did a 303 (redirects are not followed: the other 3xx say to ask
+// elsewhere, and nothing was done here);
 // 502 and 504 come from an intermediary that lost the upstream answer, so
 // it may or may not have; so do Cloudflare's 520 (the origin's answer was
 // empty or unreadable) and 524 (the connection to the origin was made and
@@ -256,6 +258,10 @@ func StateForHTTPStatus(code int) (State, string) {
 	switch {
 	case code >= 200 && code < 300:
 		return StateSucceeded, ""
+	case code == 303:
+		// See Other: the request was processed, its result is elsewhere
+		// (RFC 9110 §15.4.4: POST, then redirect to what it made).
+		return StateSucceeded, "the target answered 303 See Other: it acted, and points to the result"
 	case code == 502 || code == 504:
 		return StateUnknown, fmt.Sprintf("an intermediary answered %d: the target may have acted", code)
 	case code == 520 || code == 524:

@@ -167,7 +167,8 @@ func TestApplyOutcomeAndResend(t *testing.T) {
 // the target refusing: a lost charge's resend was "no effect".
 func TestStateForHTTPStatus(t *testing.T) {
 	want := map[int]State{
-		200: StateSucceeded, 201: StateSucceeded, 204: StateSucceeded,
+		200: StateSucceeded, 201: StateSucceeded, 204: StateSucceeded, 303: StateSucceeded,
+		301: StateFailed, 302: StateFailed, 307: StateFailed, 308: StateFailed,
 		500: StateUnknown, 502: StateUnknown, 504: StateUnknown, 520: StateUnknown, 524: StateUnknown,
 		400: StateFailed, 404: StateFailed, 409: StateFailed, 429: StateFailed, 503: StateFailed,
 		521: StateFailed, 522: StateFailed, 523: StateFailed, 525: StateFailed, 526: StateFailed,

@@ -194,3 +194,45 @@ timeout = "5s"
 		t.Fatalf("the target got %v: want each DELETE once", got)
 	}
 }
+
+// TestSeeOtherIsAnEffect: a target that answers a POST with 303 See Other
+// acted (RFC 9110: the result is elsewhere); redirects are not followed,
+// so the gateway recorded a failure, and once it was delivered a retry of
+// the same intent made a new attempt: a second effect.
+func TestSeeOtherIsAnEffect(t *testing.T) {
+	var mu sync.Mutex
+	acted := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		acted++
+		n := acted
+		mu.Unlock()
+		w.Header().Set("Location", fmt.Sprintf("/v1/orders/ord_%d", n))
+		w.WriteHeader(http.StatusSeeOther)
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, fmt.Sprintf(`
+[[tool]]
+name = "place_order"
+url = "%s/v1/orders"
+contract = "blocked_after_unknown"
+timeout = "5s"
+`, srv.URL))
+	cs := h.connect(loopback.ProtocolStateless, false)
+	args := map[string]any{"sku": "A-1", "qty": 2}
+	res := mustCall(t, cs, "place_order", args, nil)
+	if m := execMeta(t, res); m["state"] != string(activity.StateSucceeded) {
+		t.Fatalf("303: %v %s", m, resultText(res))
+	}
+	id := activity.ExecutionID(execMeta(t, res)["id"].(string))
+	waitFor(t, func() bool {
+		e, err := h.store.Execution(ctx, id)
+		return err == nil && e.State == activity.StateDelivered
+	}, "the answer's delivery")
+	mustCall(t, cs, "place_order", args, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if acted != 1 {
+		t.Fatalf("the target acted %d times, want once", acted)
+	}
+}
