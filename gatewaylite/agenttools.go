@@ -63,7 +63,7 @@ func (g *Gateway) handleInquiry(ctx context.Context, tool string, schema *inputS
 	call := activity.Call{Actor: info.actor, Method: "tools/call", Tool: tool, ReceivedAt: g.now().UTC(), Disposition: activity.DispositionInquiry,
 		JSONRPCID: optString(info.rpcID), SessionID: optString(info.session), ProtocolVersion: optString(info.protocol)}
 	var args inquiryArgs
-	if err := schema.check(req.Params.Arguments, nil); err != nil {
+	if err := schema.check(req.Params.Arguments, nil, nil); err != nil {
 		call.Disposition, call.Reason = activity.DispositionRefused, "arguments do not match the tool's input_schema: "+err.Error()
 		g.recordRefused(ctx, call)
 		return errorResult("Invalid arguments for %s: %v.", tool, err), nil

@@ -80,7 +80,8 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	call := activity.Call{Actor: info.actor, Method: "tools/call", Tool: spec.name, ReceivedAt: received,
 		JSONRPCID: optString(info.rpcID), SessionID: optString(info.session), ProtocolVersion: optString(info.protocol)}
 
-	if err := spec.schema.check(req.Params.Arguments, spec.args.SecretArgs); err != nil {
+	hide := func(text string) string { return spec.withoutSentSecrets(text, req.Params.Arguments) }
+	if err := spec.schema.check(req.Params.Arguments, spec.args.SecretArgs, hide); err != nil {
 		call.Disposition, call.Reason = activity.DispositionRefused, "arguments do not match the tool's input_schema: "+err.Error()
 		g.recordRefused(ctx, call)
 		g.log.Info("call refused", "actor", call.Actor, "tool", call.Tool, "why", "input_schema")

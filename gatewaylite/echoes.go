@@ -42,6 +42,22 @@ func (s *toolSpec) withoutEchoes(out Outcome, send map[string]any) Outcome {
 	return out
 }
 
+// withoutSentSecrets is text with every spelling of the secrets the
+// arguments raw hold cut (a refusal that quotes what it refused: an
+// input_schema error quoted an undeclared password whole).
+func (s *toolSpec) withoutSentSecrets(text string, raw json.RawMessage) string {
+	var send map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&send) != nil {
+		return text
+	}
+	if secrets := s.sentSecrets(send); len(secrets) > 0 {
+		return replaceAll(text, echoSpellings(secrets))
+	}
+	return text
+}
+
 // sentSecrets are the secret values a dispatch of send carries, at least
 // minEcho bytes long.
 func (s *toolSpec) sentSecrets(send map[string]any) []string {

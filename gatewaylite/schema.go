@@ -39,7 +39,7 @@ func compileSchema(raw []byte) (*inputSchema, error) {
 // check validates arguments (raw JSON; absent means {}) and returns the
 // validator's message, with the values of secret arguments cut out: a
 // message may quote the value it rejects.
-func (s *inputSchema) check(raw json.RawMessage, secrets []string) error {
+func (s *inputSchema) check(raw json.RawMessage, secrets []string, hide func(string) string) error {
 	if s == nil {
 		return nil
 	}
@@ -70,6 +70,9 @@ func (s *inputSchema) check(raw json.RawMessage, secrets []string) error {
 	// as a 3 MB error, answered and recorded) and calls a null an invalid
 	// reflect.Value.
 	msg = activity.RedactText(strings.ReplaceAll(msg, "<invalid reflect.Value>", "null"))
+	if hide != nil {
+		msg = hide(msg) // before the cut: a secret cut in two would match nothing
+	}
 	if len(msg) > maxSchemaMessage {
 		cut := len(msg) - maxSchemaMessage
 		msg = strings.ToValidUTF8(msg[:maxSchemaMessage], "") + fmt.Sprintf("… (%d bytes more)", cut)

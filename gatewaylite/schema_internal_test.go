@@ -21,7 +21,7 @@ func TestSchemaMessageHidesSecrets(t *testing.T) {
 		`{"card":{"number":"4111-1111-1111-1111"}}`,
 		`{"toks":["sk_live_abcdef"]}`,
 	} {
-		err := s.check(json.RawMessage(args), []string{"card", "toks"})
+		err := s.check(json.RawMessage(args), []string{"card", "toks"}, nil)
 		if err == nil {
 			t.Fatalf("%s passed", args)
 		}
@@ -29,7 +29,7 @@ func TestSchemaMessageHidesSecrets(t *testing.T) {
 			t.Fatalf("the message quotes a secret: %v", err)
 		}
 	}
-	if err := s.check(json.RawMessage(`{"n":"seven"}`), []string{"card"}); err == nil || !strings.Contains(err.Error(), "/properties/n") {
+	if err := s.check(json.RawMessage(`{"n":"seven"}`), []string{"card"}, nil); err == nil || !strings.Contains(err.Error(), "/properties/n") {
 		t.Fatalf("a non-secret failure must keep the validator's words: %v", err)
 	}
 }
@@ -43,11 +43,11 @@ func TestSchemaMessageBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	big, _ := json.Marshal(map[string]any{"note": strings.Repeat("é", 1<<19)})
-	err = s.check(big, nil)
+	err = s.check(big, nil, nil)
 	if err == nil || len(err.Error()) > maxSchemaMessage+64 || !strings.Contains(err.Error(), "bytes more") {
 		t.Fatalf("a 1 MB value's error is %d bytes: %.200v", len(fmt.Sprint(err)), err)
 	}
-	err = s.check(json.RawMessage(`{"n":null}`), nil)
+	err = s.check(json.RawMessage(`{"n":null}`), nil, nil)
 	if err == nil || strings.Contains(err.Error(), "reflect") || !strings.Contains(err.Error(), "null") {
 		t.Fatalf("a null: %v", err)
 	}

@@ -20,7 +20,14 @@ import (
 func TestCanarySecretsNeverRecorded(t *testing.T) {
 	const wrongToken = "canary-wrong-token-91ab77c3d2"
 	const keyCanary, headerCanary, cmdCanary = "canary-undeclared-key-5d1e9a", "canary-header-bearer-77e0c4", "canary-cmd-password-0c3f2b"
-	h := newHarness(t, "")
+	const schemaCanary = "canary-schema-password-3b8d0a"
+	h := newHarness(t, `
+[[tool]]
+name = "login"
+url = "{{target}}/v1/login"
+contract = "repeatable_with_key"
+input_schema = '{"type":"object","properties":{"user":{"type":"string"},"password":{"type":"string","maxLength":8},"api_key":{"type":"string","pattern":"^k_"},"headers":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"value":{"type":"string","maxLength":10}}}}},"required":["user"]}'
+`)
 	for _, era := range eras {
 		cs := h.connect(era, false)
 		mustCall(t, cs, "charge_card", map[string]any{"amount_cents": 1, "card_token": secretValue}, nil)
@@ -40,6 +47,16 @@ func TestCanarySecretsNeverRecorded(t *testing.T) {
 	}
 	mustCall(t, cs, "no_contract", undeclared(keyCanary), nil)
 	mustCall(t, cs, "no_contract", undeclared(keyCanary+"2"), nil)
+	// A refusal that quotes what it refused (input_schema: version must be
+	// a string) quoted an undeclared password whole, in the answer and
+	// the call's recorded reason.
+	for _, args := range []map[string]any{{"user": "u", "password": schemaCanary}, {"user": "u", "api_key": schemaCanary},
+		{"user": "u", "headers": []any{map[string]any{"name": "Authorization", "value": "Bearer " + schemaCanary}}}} {
+		refused := mustCall(t, cs, "login", args, nil)
+		if !refused.IsError || strings.Contains(resultText(refused), schemaCanary) || !strings.Contains(resultText(refused), "Invalid arguments") {
+			t.Errorf("input_schema refusal of %v: %s", args, resultText(refused))
+		}
+	}
 	sent := ""
 	for intent := range h.target.Effects() {
 		sent += intent
@@ -83,7 +100,7 @@ func TestCanarySecretsNeverRecorded(t *testing.T) {
 		sources[f] = b
 	}
 	for name, data := range sources {
-		for _, canary := range []string{agentToken, credValue, secretValue, wrongToken, "card-token-4e8a", keyCanary, headerCanary, cmdCanary} {
+		for _, canary := range []string{agentToken, credValue, secretValue, wrongToken, "card-token-4e8a", keyCanary, headerCanary, cmdCanary, schemaCanary} {
 			if bytes.Contains(data, []byte(canary)) {
 				t.Errorf("%s contains the canary %q", name, canary)
 			}
