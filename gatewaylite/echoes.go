@@ -38,8 +38,57 @@ func (s *toolSpec) withoutEchoes(out Outcome, send map[string]any) Outcome {
 	}
 	spellings := echoSpellings(secrets)
 	out.Result = redactResult(out.Result, secrets, spellings)
+	if out.cut {
+		out.Result = redactCutEnd(out.Result, spellings)
+	}
 	out.Reason = replaceAll(out.Reason, spellings)
 	return out
+}
+
+// redactCutEnd cuts from the text of a result whose body was cut short
+// the beginning of a secret its cut end may hold ("Bearer apitok-SUPERS"):
+// whole spellings no longer match it.
+func redactCutEnd(result json.RawMessage, spellings []string) json.RawMessage {
+	var doc map[string]any
+	d := json.NewDecoder(bytes.NewReader(result))
+	d.UseNumber()
+	if d.Decode(&doc) != nil {
+		return result
+	}
+	content, _ := doc["content"].([]any)
+	if len(content) == 0 {
+		return result
+	}
+	block, _ := content[len(content)-1].(map[string]any)
+	text, _ := block["text"].(string)
+	cut := cutPartialEnd(text, spellings)
+	if cut == text {
+		return result
+	}
+	block["text"] = cut
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return result
+	}
+	return b
+}
+
+// cutPartialEnd replaces the longest beginning of a spelling, of at least
+// minEcho bytes, that s ends with.
+func cutPartialEnd(s string, spellings []string) string {
+	best := 0
+	for _, sp := range spellings {
+		for n := min(len(sp)-1, len(s)); n >= minEcho && n > best; n-- {
+			if strings.HasSuffix(s, sp[:n]) {
+				best = n
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return s
+	}
+	return s[:len(s)-best] + RedactedEcho
 }
 
 // withoutSentSecrets is text with every spelling of the secrets the

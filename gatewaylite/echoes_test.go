@@ -236,3 +236,38 @@ timeout = "5s"
 		t.Fatalf("the target acted %d times, want once", acted)
 	}
 }
+
+// TestEchoCutAtTheResultLimit: a target that echoes the credential right
+// where its answer is cut (1 MiB) kept the credential's beginning in the
+// stored result and the answer ("Bearer apitok-SUPERS"): the whole
+// spelling no longer matched. The cut end is redacted too.
+func TestEchoCutAtTheResultLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte(strings.Repeat("a", 1<<20-len(auth)/2)))
+		w.Write([]byte(auth)) // its second half falls past the limit
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, fmt.Sprintf(`
+[[tool]]
+name = "big_echo"
+url = "%s/v1/echo"
+credential_ref = "deploy-service"
+contract = "repeatable_with_key"
+timeout = "5s"
+`, srv.URL))
+	cs := h.connect(loopback.ProtocolStateless, false)
+	res := mustCall(t, cs, "big_echo", map[string]any{"n": 1}, nil)
+	text := resultText(res)
+	half := credValue[:len(credValue)/2]
+	if strings.Contains(text, half) || !strings.HasSuffix(strings.TrimSpace(text), gatewaylite.RedactedEcho) {
+		t.Fatalf("the answer ends %q", text[max(0, len(text)-80):])
+	}
+	h.gw.Close()
+	for _, f := range []string{"gw.db", "gw.db-wal"} {
+		if b, err := os.ReadFile(filepath.Join(h.dir, f)); err == nil && bytes.Contains(b, []byte(half)) {
+			t.Fatalf("%s holds the beginning of the credential", f)
+		}
+	}
+}

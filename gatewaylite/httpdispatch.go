@@ -29,6 +29,9 @@ type Outcome struct {
 	Result json.RawMessage
 	// Reason explains failures and unknowns in one sentence.
 	Reason string
+	// cut: the target's answer was longer than maxResultBytes and its
+	// end was dropped, perhaps in the middle of a secret it echoed.
+	cut bool
 	// NeverStarted: a lookup found no trace of the execution on a target
 	// that refuses to start one execution id twice (the SSH marker), so
 	// sending it again under the same id cannot make it act twice.
@@ -159,8 +162,11 @@ func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args
 		return Outcome{State: activity.StateUnknown, Reason: "the request may have reached the target, but no response came back: " + scrub(err)}
 	}
 	defer resp.Body.Close()
-	data, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes))
+	data, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes+1))
 	out := Outcome{Status: activity.Some(resp.StatusCode)}
+	if len(data) > maxResultBytes {
+		data, out.cut = data[:maxResultBytes], true
+	}
 	if n := conns.Load(); n > 1 {
 		out.Reason = fmt.Sprintf("the HTTP client resent on %d connections with the same Idempotency-Key; ", n)
 	}
