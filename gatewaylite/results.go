@@ -160,18 +160,24 @@ func textJSON(isError bool, text string) json.RawMessage {
 }
 
 // resultCache keeps the few results just observed, so answering the call
-// that produced one does not read it back from the store.
+// that produced one does not read it back from the store. It is bounded
+// by bytes as well as entries: 256 results of a megabyte each (6 MB once
+// JSON escapes a body's control bytes) held the gateway at gigabytes.
 type resultCache struct {
-	mu   sync.Mutex
-	refs []string
-	data map[string][]byte
+	mu    sync.Mutex
+	refs  []string
+	data  map[string][]byte
+	bytes int
 }
 
-const resultCacheSize = 256
+const (
+	resultCacheSize  = 256
+	resultCacheBytes = 32 << 20
+)
 
 func (c *resultCache) put(ref string, b []byte) {
-	if ref == "" || len(b) == 0 {
-		return
+	if ref == "" || len(b) == 0 || len(b) > resultCacheBytes/4 {
+		return // a large result is read back from the store when asked for
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,12 +187,14 @@ func (c *resultCache) put(ref string, b []byte) {
 	if _, ok := c.data[ref]; ok {
 		return
 	}
-	if len(c.refs) >= resultCacheSize {
+	for len(c.refs) > 0 && (len(c.refs) >= resultCacheSize || c.bytes+len(b) > resultCacheBytes) {
+		c.bytes -= len(c.data[c.refs[0]])
 		delete(c.data, c.refs[0])
 		c.refs = c.refs[1:]
 	}
 	c.refs = append(c.refs, ref)
 	c.data[ref] = b
+	c.bytes += len(b)
 }
 
 func (c *resultCache) get(ref string) ([]byte, bool) {
