@@ -113,11 +113,20 @@ func (g *Gateway) front(stateful, stateless http.Handler) http.Handler {
 		}
 		body, status, err := readBody(w, r, lim)
 		if err != nil {
-			// The body was not read: what it held is unknown, its refusal is
-			// recorded all the same.
-			g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: truncate(cmp.Or(r.Header.Get("Mcp-Method"), "unread"), maxSummaryName),
-				ReceivedAt: g.now().UTC(), Reason: fmt.Sprintf("%d: %v (from %s)", status, err, r.RemoteAddr)})
+			// The body was not read: what it held is unknown. Its refusal
+			// counts against the actor's rate, as any request does, and is
+			// recorded as the rate's are: a few a second, the rest counted
+			// into the next record (a flood of oversized bodies was an
+			// fsynced record each, and never met the rate limit).
 			w.Header().Set("Connection", "close")
+			if !g.limits.allow(actor) {
+				g.refuseRate(w, r, actor, rpcBody{})
+				return
+			}
+			if more, ok := g.unread.take("unread requests"); ok {
+				g.recordRefused(context.Background(), activity.Call{Actor: actor, Method: truncate(cmp.Or(r.Header.Get("Mcp-Method"), "unread"), maxSummaryName),
+					ReceivedAt: g.now().UTC(), Reason: fmt.Sprintf("%d: %v (from %s)%s", status, err, r.RemoteAddr, more)})
+			}
 			http.Error(w, err.Error(), status)
 			return
 		}

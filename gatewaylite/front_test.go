@@ -130,6 +130,25 @@ func TestRateLimitRefusesAndRecords(t *testing.T) {
 	}
 }
 
+// TestOversizedBodiesMeetTheRateLimit: a request whose body is too large
+// counts against the actor's rate as any other (150 oversized bodies at
+// one request a second were 150 answers of 413 beside 149 of 429 for
+// small ones), and a flood of them is not an fsynced record each.
+func TestOversizedBodiesMeetTheRateLimit(t *testing.T) {
+	h := newHarness(t, "[limits]\nrate_per_second = 0.001\nrate_burst = 2\nmax_body_bytes = 1024\nunauthenticated_records_per_second = 1\n")
+	big := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"deploy_release","arguments":{"service":"` + strings.Repeat("x", 2048) + `"}}}`
+	codes := map[int]int{}
+	for range 50 {
+		codes[h.post("Bearer "+agentToken, "", "", big).StatusCode]++
+	}
+	if codes[http.StatusRequestEntityTooLarge] != 2 || codes[http.StatusTooManyRequests] != 48 {
+		t.Fatalf("statuses %v: want 2 refused as too large (the burst), the rest 429", codes)
+	}
+	if n := h.countCalls(`disposition = ? AND reason LIKE '413:%'`, string(activity.DispositionRefused)); n < 1 || n > 2 {
+		t.Fatalf("%d oversized requests recorded one by one, want 1 or 2", n)
+	}
+}
+
 // A call of a tool that does not exist gets the SDK's standard JSON-RPC
 // error, and is recorded.
 func TestUnknownToolIsRecorded(t *testing.T) {

@@ -58,6 +58,9 @@ type Gateway struct {
 	sessions *sessionLimits
 	// overLimit bounds how many rate-limited calls are recorded one by one.
 	overLimit *boundedLog
+	// unread bounds how many requests whose body could not be read (too
+	// large, too slow) are recorded one by one.
+	unread *boundedLog
 	// strangers records refused unauthenticated requests, bounded.
 	strangers *strangers
 	events    mcp.EventStore
@@ -129,6 +132,7 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	g.limits, g.strangers = newRateLimits(cfg.Limits), newStrangers(g)
 	g.sessions = newSessionLimits(cfg.Limits.MaxSessions, cfg.RunIdleTimeout.Duration)
 	g.overLimit = newBoundedLog(cfg.Limits.UnauthenticatedRecords)
+	g.unread = newBoundedLog(cfg.Limits.UnauthenticatedRecords)
 	g.runs = newRunTracker(g)
 	g.delivery = newDeliveries(g)
 	g.events = g.eventStore()
