@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -672,7 +673,10 @@ func checkMetaIDs(meta map[string]any) error {
 		if len(s) > maxMetaID {
 			return fmt.Errorf("_meta[%q]: %d bytes, at most %d", k, len(s), maxMetaID)
 		}
-		if strings.ContainsAny(s, "\x00\r\n") {
+		// Any control character (an ESC would reach an operator's
+		// terminal through every listing of the run), not only NUL and
+		// line ends.
+		if strings.ContainsFunc(s, unicode.IsControl) {
 			return fmt.Errorf("_meta[%q]: control characters are not allowed", k)
 		}
 	}

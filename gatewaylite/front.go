@@ -279,6 +279,30 @@ type rpcMessage struct {
 	} `json:"params"`
 }
 
+// UnmarshalJSON reads a message's members by their exact names, as the
+// SDK does: encoding/json matches names regardless of case, so with
+// {"id":1.5,"ID":"x"} the front read the id "x" and let through an id the
+// SDK answers as 1.
+func (m *rpcMessage) UnmarshalJSON(b []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return err
+	}
+	*m = rpcMessage{ID: top["id"]}
+	if raw, ok := top["method"]; ok {
+		if err := json.Unmarshal(raw, &m.Method); err != nil {
+			return err
+		}
+	}
+	var params map[string]json.RawMessage
+	if raw, ok := top["params"]; ok && json.Unmarshal(raw, &params) == nil {
+		json.Unmarshal(params["name"], &m.Params.Name)
+		json.Unmarshal(params["uri"], &m.Params.URI)
+		json.Unmarshal(params["_meta"], &m.Params.Meta)
+	}
+	return nil
+}
+
 // rpcBody is what the front learns from a body, parsed once: the message
 // when it is one, and how many tools/call requests it carries (one
 // message, or a 2025-03-26 batch whose ids are not attributed to calls and

@@ -44,6 +44,9 @@ func TestMetaIDsBounded(t *testing.T) {
 		{map[string]any{MetaRunID: string(make([]byte, maxMetaID+1))}, false},
 		{map[string]any{MetaIntentScope: fmt.Sprintf("%0300d", 1)}, false},
 		{map[string]any{MetaRunID: "a\nb"}, false},
+		{map[string]any{MetaRunID: "run\x1b[2J"}, false}, // an ESC: it was let through
+		{map[string]any{MetaIntentScope: "a\tb"}, false},
+		{map[string]any{MetaRunID: "run-é-7f3a"}, true},
 		{nil, true},
 	} {
 		if err := checkMetaIDs(c.meta); (err == nil) != c.ok {
