@@ -18,7 +18,7 @@ import (
 // HistoryCmd exports the lifecycle as a Jepsen-style history.
 type HistoryCmd struct {
 	Check  bool   `help:"Print the checker's counts instead of the operations."`
-	Output string `short:"o" enum:"jsonl,json,table" default:"jsonl" help:"Operations as JSON lines (jsonl, json is the same) or a table; with --check, the counts as json or a table."`
+	Output string `short:"o" enum:"jsonl,json,table" default:"jsonl" help:"Operations as JSON lines (jsonl), one JSON document {operations, integrity} (json) or a table; with --check, the counts as json or a table."`
 	verifyFirst
 }
 
@@ -52,9 +52,12 @@ func (c *HistoryCmd) Run(g *Globals) error {
 	defer s.Close()
 	verified := c.verifyBeside(ctx, s)
 	if !c.Check {
-		if c.Output == "table" {
+		switch c.Output {
+		case "table":
 			err = writeOpsTable(ctx, g.stdout, s)
-		} else {
+		case "json":
+			err = writeOpsDocument(ctx, g.stdout, s)
+		default:
 			enc := json.NewEncoder(g.stdout)
 			err = analyze.History(ctx, s, func(op analyze.Op) error { return enc.Encode(op) })
 		}
@@ -62,8 +65,16 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		if err == nil {
 			err = verr
 		}
-		if err == nil && c.Output == "table" {
+		switch {
+		case err != nil:
+		case c.Output == "table":
 			_, err = fmt.Fprintf(g.stdout, "\nintegrity: %s\n", in.Text)
+		case c.Output == "json":
+			// The document's end: what verifying the log beside it proved.
+			var b []byte
+			if b, err = json.Marshal(in); err == nil {
+				_, err = fmt.Fprintf(g.stdout, "\n],\n\"integrity\": %s\n}\n", b)
+			}
 		}
 		if err != nil {
 			return err
@@ -99,6 +110,26 @@ func (c *HistoryCmd) Run(g *Globals) error {
 		return errSilent
 	}
 	return nil
+}
+
+// writeOpsDocument streams the operations as the first member of one JSON
+// document, {"operations": [...], "integrity": ...}, whose end the caller
+// writes once the log beside it is verified: as many operations as the
+// log holds, never all in memory.
+func writeOpsDocument(ctx context.Context, w io.Writer, s *activity.Store) error {
+	if _, err := io.WriteString(w, "{\n\"operations\": ["); err != nil {
+		return err
+	}
+	sep := "\n"
+	return analyze.History(ctx, s, func(op analyze.Op) error {
+		b, err := json.Marshal(op)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s%s", sep, b)
+		sep = ",\n"
+		return err
+	})
 }
 
 func writeCheckTable(w io.Writer, res analyze.CheckResult) {

@@ -350,6 +350,19 @@ contract = "blocked_after_unknown"
 	if code != 0 || !strings.Contains(out, `"type":"invoke"`) || strings.Count(out, "\n") < 20 {
 		t.Fatalf("history:\n%s", out)
 	}
+	// -o json is one document, as every other command's (it was JSON lines).
+	code, out, _ = mcpdup(t, "history", "-o", "json")
+	var doc struct {
+		Operations []struct {
+			Type string `json:"type"`
+		} `json:"operations"`
+		Integrity struct {
+			State string `json:"state"`
+		} `json:"integrity"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Operations) < 20 || doc.Operations[0].Type != "invoke" || doc.Integrity.State == "" {
+		t.Fatalf("history -o json: exit %d, %v\n%.500s", code, err, out)
+	}
 	code, out, _ = mcpdup(t, "history", "-o", "table")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !strings.HasPrefix(lines[0], "INDEX") || strings.Contains(out, "{") || len(lines) < 20 {
 		t.Fatalf("history -o table:\n%s", out)
