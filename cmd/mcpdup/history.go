@@ -147,7 +147,7 @@ func writeCheckTable(w io.Writer, res analyze.CheckResult) {
 		{"still unknown", res.StillUnknown, "last completion is info"},
 		{"lost", res.Lost, "never completed, in a log that records outcomes"},
 		{"outcome not recorded", res.OutcomeNotRecorded, "invoked, in a log that records no outcome (an MCP call a proxy passed on)"},
-		{"duplicated", res.Duplicated, "effects the records show performed by two executions or more"},
+		{"duplicated", res.Duplicated, "effects the records show performed by two executions or more, intended or not (an agent's deliberate repeat, two processes: mcpdup analyze tells them apart)"},
 		{"possibly duplicated", res.PossiblyDuplicated, "effects two executions or more may have performed (mcpdup analyze walks each)"},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.n, r.what)
