@@ -112,8 +112,14 @@ func Run(dir, id, workdir string, argv []string, stdout, stderr io.Writer) (int,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	rec := Record{ID: id, State: Running, Argv: argv, Dir: workdir, HelperPID: os.Getpid(), StartedAt: time.Now().UTC()}
 	if err := cmd.Start(); err != nil {
+		// Not started (no such program, not executable): exit 127 as a
+		// shell does, saying why on stderr as one does, and the record
+		// keeps the same words, with their digest.
 		code := 127
-		rec.State, rec.ExitCode, rec.FinishedAt, rec.Output = Done, &code, time.Now().UTC(), err.Error()
+		why := fmt.Sprintf("mcpdup marker: %s: %v\n", argv[0], err)
+		fmt.Fprint(stderr, why)
+		sum := sha256.Sum256([]byte(why))
+		rec.State, rec.ExitCode, rec.FinishedAt, rec.Output, rec.OutputSHA256 = Done, &code, time.Now().UTC(), why, hex.EncodeToString(sum[:])
 		return code, write(state, rec)
 	}
 	rec.PID = cmd.Process.Pid

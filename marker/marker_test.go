@@ -152,11 +152,18 @@ func TestOutputBounded(t *testing.T) {
 	}
 }
 
+// TestCommandNotFound: a command that cannot start exits 127, as a shell
+// says it, on stderr and in the record (it said nothing, and its record
+// had an empty output digest).
 func TestCommandNotFound(t *testing.T) {
 	dir := t.TempDir()
-	code, err := Run(dir, "act_nf", "", []string{"/nonexistent/cmd"}, io.Discard, io.Discard)
+	var stderr strings.Builder
+	code, err := Run(dir, "act_nf", "", []string{"/nonexistent/cmd"}, io.Discard, &stderr)
 	rec, _ := Status(dir, "act_nf")
 	if err != nil || code != 127 || rec.State != Done || *rec.ExitCode != 127 {
 		t.Fatalf("%d %v %+v", code, err, rec)
+	}
+	if !strings.Contains(stderr.String(), "/nonexistent/cmd") || rec.Output != stderr.String() || rec.OutputSHA256 == "" {
+		t.Fatalf("stderr %q, record output %q, digest %q", stderr.String(), rec.Output, rec.OutputSHA256)
 	}
 }
