@@ -164,6 +164,9 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 		}
 		call.Reason = why
 		if rec.Attaches() {
+			// Its id now: the resend below names the call that caused it,
+			// and the call's log line names the call.
+			call.ID = activity.NewCallID(received)
 			call.Disposition, call.ExecutionID = activity.DispositionAttached, prior.ID
 			if _, err := w.RecordCall(call); err != nil {
 				return err

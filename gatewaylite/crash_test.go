@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -176,6 +177,24 @@ func TestGatewayKilledMidFlight(t *testing.T) {
 			}
 			if got := target.Total() - before; got != 1 {
 				t.Fatalf("the target acted %d times", got)
+			}
+			// A resend names the retry that caused it (it named no call).
+			trs, err := store.TransitionsOf(ctx, []activity.ExecutionID{es[0].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, err := store.CallRowsOf(ctx, []activity.ExecutionID{es[0].ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := map[activity.CallID]bool{}
+			for _, c := range calls {
+				ids[c.ID] = true
+			}
+			for _, tr := range trs[es[0].ID] {
+				if strings.HasPrefix(tr.Reason, "resend") && (tr.CallID == "" || !ids[tr.CallID]) {
+					t.Fatalf("resend %d names call %q, not one of the execution's calls %v", tr.Seq, tr.CallID, ids)
+				}
 			}
 		})
 	}
