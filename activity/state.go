@@ -3,6 +3,7 @@ package activity
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -237,6 +238,43 @@ func errorState(s State) bool {
 		return true
 	}
 	return false
+}
+
+// StateForHTTPAnswer is StateForHTTPStatus read with the answer's body:
+// a proxy's own 503 says in words whether the request reached the
+// upstream. Envoy (and Istio, Envoy Gateway, which run it) answers
+// "upstream connect error or disconnect/reset before headers. reset
+// reason: …": connection failure, overflow or a connect timeout (UF, UO:
+// it never connected, nothing was sent, a refusal as any 503); connection
+// termination, remote or local reset, protocol error (UC, UR, LR: the
+// connection broke after the request may have been written: unknown, the
+// target may have acted).
+func StateForHTTPAnswer(code int, body string) (State, string) {
+	st, why := StateForHTTPStatus(code)
+	if code != 503 {
+		return st, why
+	}
+	const envoy = "upstream connect error or disconnect/reset before headers"
+	i := strings.LastIndex(body, envoy)
+	if i < 0 {
+		return st, why
+	}
+	reason := body[i:]
+	if j := strings.LastIndex(reason, "reset reason:"); j >= 0 {
+		reason = strings.TrimSpace(reason[j+len("reset reason:"):])
+	}
+	reason = strings.ToLower(reason[:min(len(reason), 120)])
+	for _, unsent := range []string{"connection failure", "overflow", "connection timeout"} {
+		if strings.Contains(reason, unsent) {
+			return st, fmt.Sprintf("a proxy answered 503 (%s): nothing reached the target", unsent)
+		}
+	}
+	for _, lost := range []string{"connection termination", "remote reset", "protocol error", "local reset"} {
+		if strings.Contains(reason, lost) {
+			return StateUnknown, fmt.Sprintf("a proxy answered 503 (%s): the upstream connection broke after the request may have reached the target, which may have acted", lost)
+		}
+	}
+	return st, why
 }
 
 // StateForHTTPStatus is what an HTTP target's status code says about an

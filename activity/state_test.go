@@ -210,3 +210,27 @@ func TestToolErrorState(t *testing.T) {
 		}
 	}
 }
+
+// TestStateForHTTPAnswer: Envoy's own 503 says in words whether the
+// request reached the upstream; a plain 503 stays a refusal. A 503 "reset
+// reason: connection termination" (UC) was read as the target refusing.
+func TestStateForHTTPAnswer(t *testing.T) {
+	const envoy = "upstream connect error or disconnect/reset before headers. reset reason: "
+	for body, want := range map[string]State{
+		envoy + "connection termination":                     StateUnknown,
+		envoy + "remote reset":                               StateUnknown,
+		"retried and the latest " + envoy + "protocol error": StateUnknown,
+		envoy + "connection failure":                         StateFailed,
+		envoy + "remote connection failure, transport failure reason: delayed connect error: 111": StateFailed,
+		envoy + "overflow":    StateFailed,
+		"no healthy upstream": StateFailed,
+		"Service Unavailable": StateFailed,
+	} {
+		if got, why := StateForHTTPAnswer(503, body); got != want {
+			t.Errorf("503 %q: %s (%s), want %s", body, got, why, want)
+		}
+	}
+	if got, _ := StateForHTTPAnswer(500, envoy+"connection failure"); got != StateUnknown {
+		t.Errorf("a 500 is unknown whatever its body: %s", got)
+	}
+}

@@ -271,3 +271,29 @@ timeout = "5s"
 		}
 	}
 }
+
+// TestEnvoyConnectionTerminationIsUnknown: a target behind Envoy (Istio,
+// Envoy Gateway) whose connection closed after the request was written
+// answers with Envoy's own 503, "reset reason: connection termination":
+// the target may have acted. It was read as a refusal, and once that was
+// delivered a retry of a blocked tool was sent anew.
+func TestEnvoyConnectionTerminationIsUnknown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "envoy")
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "upstream connect error or disconnect/reset before headers. reset reason: connection termination")
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, fmt.Sprintf(`
+[[tool]]
+name = "pay"
+url = "%s/v1/payments"
+contract = "blocked_after_unknown"
+timeout = "5s"
+`, srv.URL))
+	res := mustCall(t, h.connect(loopback.ProtocolStateless, false), "pay", map[string]any{"amount": 5}, nil)
+	if st := execMeta(t, res)["state"]; st != string(activity.StatePendingVerification) && st != string(activity.StateUnknown) {
+		t.Fatalf("503 connection termination: state %v, want unknown or pending_verification: %s", st, resultText(res))
+	}
+}

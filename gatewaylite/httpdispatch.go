@@ -193,7 +193,7 @@ func classifyStatus(resp *http.Response, body []byte, prefix string) (activity.S
 	case code == http.StatusConflict && bytes.Contains(bytes.ToLower(body), []byte("idempotency")):
 		return activity.StateUnknown, prefix + "the target reports this Idempotency-Key is still being processed (409)"
 	}
-	st, why := activity.StateForHTTPStatus(code)
+	st, why := activity.StateForHTTPAnswer(code, string(body))
 	return st, prefix + why
 }
 

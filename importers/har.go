@@ -569,7 +569,7 @@ func harOutcome(e *harEntry, end time.Time) activity.Transition {
 		return t
 	}
 	t.TargetStatus = activity.Some(st)
-	t.To, t.Reason = activity.StateForHTTPStatus(st)
+	t.To, t.Reason = activity.StateForHTTPAnswer(st, e.Response.Content.Text)
 	switch {
 	case st == 409 && strings.Contains(strings.ToLower(e.Response.Content.Text), "idempotency"):
 		t.To, t.Reason = activity.StateFailed, "the target answered 409: a request with this Idempotency-Key is still in progress, so this one did nothing"
