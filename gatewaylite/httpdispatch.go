@@ -53,6 +53,15 @@ type httpTarget struct {
 }
 
 func newHTTPTarget(t *ToolConfig, creds map[string]CredentialConfig, client *http.Client) (*httpTarget, error) {
+	if !hasBody(t.Method) && activity.Contract(t.Contract) != activity.ContractReadOnly {
+		// net/http would resend its request, unrecorded, on a reused
+		// connection that broke after the request was written (dispatch);
+		// a connection used once is never reused. An empty body that
+		// cannot rewind would stop it too, but reached HTTP/2 targets as a
+		// GET or DELETE of unknown length.
+		client = newHTTPClient()
+		client.Transport.(*http.Transport).DisableKeepAlives = true
+	}
 	ht := &httpTarget{tool: t, client: client}
 	if t.CredentialRef != "" {
 		c := creds[t.CredentialRef]
@@ -112,7 +121,7 @@ func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args
 		return Outcome{State: activity.StateFailedBefore, Reason: err.Error()}
 	}
 	var body io.Reader
-	if h.tool.Method != http.MethodGet && h.tool.Method != http.MethodDelete {
+	if hasBody(h.tool.Method) {
 		b, err := json.Marshal(args)
 		if err != nil {
 			return Outcome{State: activity.StateFailedBefore, Reason: "encode arguments: " + err.Error()}
@@ -139,13 +148,10 @@ func (h *httpTarget) dispatch(ctx context.Context, id activity.ExecutionID, args
 	// not show, and for a tool that must not be resent after an unknown
 	// outcome, a possible second action. Without GetBody it cannot rewind
 	// a body, so it never resends; our own recovery does, recorded, when
-	// the contract allows it. A request with no body counts as rewindable:
-	// it gets an empty one that cannot rewind, which net/http still sends
-	// as no body at all (it reads a GET's or DELETE's body before sending).
+	// the contract allows it. A request with no body needs no rewinding:
+	// such a tool has a client of its own that never reuses a connection
+	// (newHTTPTarget), and net/http resends only on a reused one.
 	req.GetBody = nil
-	if req.Body == nil {
-		req.Body = io.NopCloser(bytes.NewReader(nil))
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -233,6 +239,12 @@ func redactURL(s string) string {
 	}
 	u.User, u.RawQuery = nil, ""
 	return activity.RedactText(u.String())
+}
+
+// hasBody reports whether a tool's requests carry its arguments as a JSON
+// body (GET and DELETE carry them in the URL alone).
+func hasBody(method string) bool {
+	return method != http.MethodGet && method != http.MethodDelete
 }
 
 // newHTTPClient returns the client dispatches use. Redirects are not
