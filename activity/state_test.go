@@ -194,14 +194,20 @@ func TestToolErrorState(t *testing.T) {
 		return b
 	}
 	cases := map[string]State{
-		"Error executing tool open_ticket: The read operation timed out":                StateUnknown,
-		`Post "https://api.example/v1/deploys": context deadline exceeded`:              StateUnknown,
-		"upstream answered 504 Gateway Timeout":                                         StateUnknown,
-		"read tcp 10.0.0.2:5512->10.0.0.9:443: read: connection reset by peer":          StateUnknown,
-		"Error executing tool open_ticket: [Errno 111] Connection refused":              StateFailed,
-		`Post "https://api.example/v1": dial tcp: lookup api.example: no such host`:     StateFailed,
-		"Error executing tool open_ticket: ConnectTimeout: timed out connecting":        StateFailed,
-		"Error executing tool open_ticket: 422 Unprocessable Entity: queue is required": StateFailed,
+		"Error executing tool open_ticket: The read operation timed out":                                              StateUnknown,
+		`Post "https://api.example/v1/deploys": context deadline exceeded`:                                            StateUnknown,
+		"upstream answered 504 Gateway Timeout":                                                                       StateUnknown,
+		"read tcp 10.0.0.2:5512->10.0.0.9:443: read: connection reset by peer":                                        StateUnknown,
+		"Error executing tool open_ticket: [Errno 111] Connection refused":                                            StateFailed,
+		`Post "https://api.example/v1": dial tcp: lookup api.example: no such host`:                                   StateFailed,
+		"Error executing tool open_ticket: ConnectTimeout: timed out connecting":                                      StateFailed,
+		"Error executing tool open_ticket: 422 Unprocessable Entity: queue is required":                               StateFailed,
+		"Client error '400 Bad Request': field timeout must be positive":                                              StateFailed,
+		"Error executing tool open_ticket: _ssl.c:989: The handshake operation timed out":                             StateFailed,
+		`Get "https://api.example/v1": net/http: TLS handshake timeout`:                                               StateFailed,
+		"Execution act_1 failed before anything was sent to the target (dial tcp: i/o timeout). It is safe to retry.": StateFailed,
+		`read tcp 10.0.0.2:5512->10.0.0.9:443: i/o timeout`:                                                           StateUnknown,
+		"net/http: request canceled (Client.Timeout exceeded while awaiting headers)":                                 StateUnknown,
 		"": StateFailed,
 	}
 	for text, want := range cases {

@@ -44,7 +44,8 @@ var notSentMarkers = []string{
 	"connection refused", "econnrefused", "connecterror", "connect timeout", "connecttimeout", "connect_timeout",
 	"dial tcp", "no such host", "enotfound", "name or service not known", "nodename nor servname",
 	"temporary failure in name resolution", "failed to establish a new connection", "network is unreachable",
-	"no route to host", "certificate verify failed", "x509:",
+	"no route to host", "certificate verify failed", "x509:", "handshake", // TLS never got to the request
+	"failed before anything was sent", "nothing was sent", // a gateway's own words (mcpdup's among them)
 }
 
 // lostMarkers name errors raised after a request was sent and before its
@@ -52,7 +53,8 @@ var notSentMarkers = []string{
 // timed out", Go's "context deadline exceeded", Node's ETIMEDOUT), a
 // dropped connection, a gateway's 502/504.
 var lostMarkers = []string{
-	"timed out", "timeout", "deadline exceeded", "etimedout",
+	// Not a bare "timeout": a validation error may name a field so.
+	"timed out", "read timeout", "readtimeout", "i/o timeout", "awaiting headers", "deadline exceeded", "etimedout",
 	"connection reset", "reset by peer", "econnreset", "broken pipe", "epipe",
 	"remotedisconnected", "remote end closed", "server disconnected", "remoteprotocolerror",
 	"unexpected eof", "incompleteread", "connection aborted", "socket hang up",

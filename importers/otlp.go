@@ -261,7 +261,6 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		d.execs = map[string]activity.ExecutionID{}
 		d.seen, d.seenSeed = map[uint64]struct{}{}, maphash.MakeSeed()
 	}
-	defer func() { d.base += in.Line() }()
 	d.mark = d.counts()
 	spans := d.spans
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
@@ -303,6 +302,9 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		// format (the file exporter's format: proto, or a log).
 		return fmt.Errorf("%s: none of its %d lines is OTLP/JSON (the collector's file exporter writes one TracesData object per line with format: json; format: proto is not read)", k.file, k.rep.Noise)
 	}
+	// The reader is done with the file only now: a failed decode returns
+	// while it may still be reading (and the set is abandoned then).
+	d.base += in.Line()
 	return d.end()
 }
 
@@ -337,6 +339,7 @@ func (d *otlp) document(in *lines, k *sink) error {
 	if err := d.add(k, 1, &doc); err != nil {
 		return err
 	}
+	d.base++
 	return d.end()
 }
 
