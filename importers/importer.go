@@ -316,18 +316,59 @@ func sealed(ctx context.Context, s *activity.Store, path string, rep FileReport,
 // decodeInto reads a file through its decoder into w and records the
 // source; a dry run ends with errDryRun, so nothing is kept.
 func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path string, sums fileSums, grown grownFrom, opts *Options, rep *FileReport) error {
-	k := &sink{w: w, file: path, opts: opts, skip: opts.SkipBad, rep: rep, src: activity.NewSourceID(w.Now()),
-		progress: opts.Progress, size: sums.size, in: in, priorFormat: -1, held: grown.lines}
-	if err := dec.decode(ctx, in, k); err != nil {
+	f := &fileRead{path: path, sums: sums, grown: grown, rep: rep, from: w.Appended()}
+	if err := f.read(ctx, w, dec, in, opts); err != nil {
+		return err
+	}
+	if err := f.record(w, dec); err != nil {
+		return err
+	}
+	if opts.DryRun {
+		return errDryRun
+	}
+	return nil
+}
+
+// fileRead is one file read into a transaction, whose source row is
+// written once what came from it is known (at once for a file alone; for
+// a set of files read as one stream, at the set's end: ImportSet).
+type fileRead struct {
+	path  string
+	sums  fileSums
+	grown grownFrom
+	rep   *FileReport
+	k     *sink
+	in    *lines
+	// from and to are the transaction's records before and after the
+	// file was read: what it appended.
+	from, to int64
+}
+
+// read decodes the file into w.
+func (f *fileRead) read(ctx context.Context, w recorder, dec decoder, in *lines, opts *Options) error {
+	f.in = in
+	f.k = &sink{w: w, file: f.path, opts: opts, skip: opts.SkipBad, rep: f.rep, src: activity.NewSourceID(w.Now()),
+		progress: opts.Progress, size: f.sums.size, in: in, priorFormat: -1, held: f.grown.lines}
+	if err := dec.decode(ctx, in, f.k); err != nil {
 		return err
 	}
 	// Rows are written in batches, behind the decoder: a refused one
 	// is reported here, with its line, before the file is recorded.
 	if err := w.Sync(); err != nil {
-		return k.fail(in.Line(), err)
+		return f.k.fail(in.Line(), err)
 	}
-	rep.Lines = in.Line()
+	f.rep.Lines, f.to = in.Line(), w.Appended()
+	return nil
+}
+
+// record writes the file's source row, with the note that says what the
+// format does not record and what came of the file.
+func (f *fileRead) record(w recorder, dec decoder) error {
+	rep, k := f.rep, f.k
 	rep.Note = dec.note()
+	if n, ok := dec.(interface{ noteFor(*sink) string }); ok {
+		rep.Note = n.noteFor(k)
+	}
 	if k.extra != "" {
 		rep.Note += " " + k.extra
 	}
@@ -337,21 +378,18 @@ func decodeInto(ctx context.Context, w recorder, dec decoder, in *lines, path st
 	if rep.Unfinished > 0 {
 		rep.Note += fmt.Sprintf(" Line %d, the last, has no line end and did not read as a record: if the log was copied while it was being written, import it again once it has grown, to read that line whole.", rep.Unfinished)
 	}
-	if grown.lines > 0 {
-		rep.Held, rep.HeldIn = grown.lines, grown.src.ID
-		rep.Note += " " + grown.note()
+	if f.grown.lines > 0 {
+		rep.Held, rep.HeldIn = f.grown.lines, f.grown.src.ID
+		rep.Note += " " + f.grown.note()
 	}
 	rep.Read = k.seen
-	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(path), SHA256: sums.stored, Content: sums.content, ContentSize: sums.contentSize,
+	src, err := w.AddSource(activity.Source{ID: k.src, Format: rep.Format, File: filepath.Base(f.path), SHA256: f.sums.stored, Content: f.sums.content, ContentSize: f.sums.contentSize,
 		Records: rep.Read - rep.Skipped - rep.Repeated, Skipped: rep.Skipped, Note: rep.Note, UnsignedFrom: k.unsignedFrom,
 		Origin: k.origin, Head: k.head})
 	if err != nil {
 		return err
 	}
 	rep.Source = src.ID
-	rep.Records = k.records(w)
-	if opts.DryRun {
-		return errDryRun
-	}
+	rep.Records = f.to - f.from + 1 // and its source record
 	return nil
 }

@@ -177,21 +177,14 @@ const (
 // by trace; a trace is complete once no span of it has appeared for
 // otlpLookback lines, or at the end of the file.
 type otlp struct {
-	traces    map[string]*otlpTrace
-	runs      map[string]activity.RunID
-	spans     int64
-	held      int64   // spans in open traces
-	touched   []touch // in line order: the open traces, with stale entries
-	calls     int64
-	noArgs    int64
-	noServer  int64 // client spans with no server span: the agent's view only
-	agentOnly int64 // execute_tool spans with no MCP span under them
-	other     int64 // spans that are not part of a tool call
-	// unserved: an MCP request's POSTs that got no answer and show no
-	// server span under them, beside one that does: the server may have
-	// got them and left nothing of it in the trace.
-	unserved int64
-	attrs    OTLPAttributes // a vendor's execution identity attributes (a mapping's)
+	traces  map[string]*otlpTrace
+	runs    map[string]activity.RunID
+	held    int64   // spans in open traces
+	touched []touch // in line order: the open traces, with stale entries
+	// per counts, for each file's note, what came from it: a trace
+	// completed in a later file of a set counts with the file of its span.
+	per   map[*sink]*otlpCounts
+	attrs OTLPAttributes // a vendor's execution identity attributes (a mapping's)
 	// execs maps a vendor's execution id to the execution it became.
 	execs map[string]activity.ExecutionID
 	// dispatched remembers, per agent run or actor, tool and arguments,
@@ -210,16 +203,32 @@ type otlp struct {
 	// next one.
 	base int64
 	hold bool
-	// mark is the counts when this file began: its note says what it
-	// added.
-	mark otlpCounts
+	last *sink // the file being read
 }
 
-// otlpCounts are what a note counts.
-type otlpCounts struct{ spans, calls, noServer, other, noArgs, unserved int64 }
+// otlpCounts are what a file's note counts.
+type otlpCounts struct {
+	spans, calls, noArgs int64
+	noServer             int64 // client spans with no server span: the agent's view only
+	agentOnly            int64 // execute_tool spans with no MCP span under them
+	other                int64 // spans that are not part of a tool call
+	// unserved: an MCP request's POSTs that got no answer and show no
+	// server span under them, beside one that does: the server may have
+	// got them and left nothing of it in the trace.
+	unserved int64
+}
 
-func (d *otlp) counts() otlpCounts {
-	return otlpCounts{d.spans, d.calls, d.noServer, d.other, d.noArgs, d.unserved}
+// count is the counts of k's file.
+func (d *otlp) count(k *sink) *otlpCounts {
+	if d.per == nil {
+		d.per = map[*sink]*otlpCounts{}
+	}
+	c := d.per[k]
+	if c == nil {
+		c = &otlpCounts{}
+		d.per[k] = c
+	}
+	return c
 }
 
 type otlpTrace struct {
@@ -248,11 +257,15 @@ const otlpLookback = 4096
 // maxHeldSpans is a variable so a test can make it small.
 var maxHeldSpans int64 = 1 << 13
 
-func (d *otlp) note() string {
+func (d *otlp) note() string { return d.noteFor(d.last) }
+
+// noteFor is the note of k's file.
+func (d *otlp) noteFor(k *sink) string {
+	c := d.count(k)
 	return fmt.Sprintf("otlp traces: %d spans, %d tool calls (%d seen only from the agent's side), %d spans not part of a tool call. "+
 		"Authorization is not in the MCP semantic conventions: not recorded. Delivery is known only where an MCP client span of the same trace shows the agent's side. "+
 		"%d calls have no recorded arguments (gen_ai.tool.call.arguments is opt-in): calls of one tool to one target are then taken for one effect.",
-		d.spans-d.mark.spans, d.calls-d.mark.calls, d.noServer-d.mark.noServer, d.other-d.mark.other, d.noArgs-d.mark.noArgs) + d.unservedNote()
+		c.spans, c.calls, c.noServer, c.other, c.noArgs) + c.unservedNote()
 }
 
 func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
@@ -261,8 +274,8 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		d.execs = map[string]activity.ExecutionID{}
 		d.seen, d.seenSeed = map[uint64]struct{}{}, maphash.MakeSeed()
 	}
-	d.mark = d.counts()
-	spans := d.spans
+	d.last = k
+	spans := d.count(k).spans
 	if first, _ := in.Peek(64); bytes.Equal(bytes.TrimSpace(firstLine(first)), []byte("{")) {
 		return d.document(in, k)
 	}
@@ -297,7 +310,7 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 	if err != nil {
 		return err
 	}
-	if d.spans == spans && k.rep.Noise > 0 && k.rep.Skipped == 0 && k.held == 0 {
+	if d.count(k).spans == spans && k.rep.Noise > 0 && k.rep.Skipped == 0 && k.held == 0 {
 		// Every line passed over: not an empty trace file, another
 		// format (the file exporter's format: proto, or a log).
 		return fmt.Errorf("%s: none of its %d lines is OTLP/JSON (the collector's file exporter writes one TracesData object per line with format: json; format: proto is not read)", k.file, k.rep.Noise)
@@ -319,11 +332,11 @@ func (d *otlp) end() error {
 
 // unservedNote counts the unanswered POSTs of MCP requests no server span
 // is under, if any.
-func (d *otlp) unservedNote() string {
-	if d.unserved == d.mark.unserved {
+func (c *otlpCounts) unservedNote() string {
+	if c.unserved == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" %d POSTs of an MCP request got no answer and show no server span under them: the server may have got them and acted, leaving nothing in the trace (a crash before it exported).", d.unserved-d.mark.unserved)
+	return fmt.Sprintf(" %d POSTs of an MCP request got no answer and show no server span under them: the server may have got them and acted, leaving nothing in the trace (a crash before it exported).", c.unserved)
 }
 
 // document imports one pretty-printed TracesData document.
@@ -359,7 +372,7 @@ func (d *otlp) add(k *sink, n int64, doc *otlpDoc) error {
 					}
 					continue
 				}
-				d.spans++
+				d.count(k).spans++
 				k.count()
 				if d.again(sp) {
 					k.repeated(1)
@@ -799,7 +812,7 @@ func (d *otlp) trace(t *otlpTrace) error {
 		switch {
 		case used[s]:
 		case toolClient(s):
-			d.noServer++
+			d.count(s.k).noServer++
 			var agent *span
 			if p := byID[s.parent]; p != nil && agentTool(p) {
 				agent = p
@@ -809,11 +822,11 @@ func (d *otlp) trace(t *otlpTrace) error {
 				return err
 			}
 		case agentTool(s):
-			d.agentOnly++ // the model asked for a tool; nothing of its call was traced
+			d.count(s.k).agentOnly++ // the model asked for a tool; nothing of its call was traced
 		default:
-			d.other++
+			d.count(s.k).other++
 			if isHTTPClient(s) && s.attr("http.response.status_code", "http.status_code") == "" && transport.ofClient(s) {
-				d.unserved++ // an MCP request's POST that got no answer and shows no server under it
+				d.count(s.k).unserved++ // an MCP request's POST that got no answer and shows no server under it
 			}
 		}
 	}

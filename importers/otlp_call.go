@@ -64,7 +64,7 @@ func (d *otlp) toolCall(k *sink, sp toolCallSpans) error {
 	if err != nil {
 		return k.bad(base.line, "gen_ai.tool.call.arguments", err)
 	}
-	d.calls++
+	d.count(k).calls++
 	actor := otlpActor(sp)
 	run, err := d.run(k, sp, actor)
 	if err != nil {
@@ -408,7 +408,7 @@ func (d *otlp) arguments(sp toolCallSpans) (args json.RawMessage, recorded bool,
 		}
 	}
 	if !found {
-		d.noArgs++
+		d.count(sp.base().k).noArgs++
 		return json.RawMessage("null"), false, nil
 	}
 	raw := []byte(v.text())

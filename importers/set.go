@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -51,9 +52,9 @@ func ImportFiles(ctx context.Context, s *activity.Store, paths []string, opts Op
 				one(p)
 			}
 		} else {
-			for j, rep := range reps {
-				if j == len(reps)-1 {
-					done(rep, err)
+			for _, rep := range reps {
+				if err != nil && rep.NotSealed != "" {
+					done(rep, fmt.Errorf("import %s: %w: %s", rep.File, ErrNotSealed, rep.NotSealed))
 				} else {
 					done(rep, nil)
 				}
@@ -82,9 +83,10 @@ func isOTLP(path string, opts Options) bool {
 
 // ImportSet imports OTLP files as one stream, in one transaction: a trace
 // whose spans are in several of them is one trace, each span keeping its
-// file and line; a tools/call is counted in the report of the file where
-// its trace was completed. Files already imported are skipped, as Import
-// skips them. The files are imported together or not at all.
+// file and line; a tools/call is counted in the report of the file of its
+// main span (the server's, else the client's). Files already imported are
+// skipped, as Import skips them. The files are imported together or not
+// at all, and sealed together.
 func ImportSet(ctx context.Context, s *activity.Store, paths []string, opts Options, start func(path string) func(done, total int64)) ([]FileReport, error) {
 	t0 := time.Now()
 	reps := make([]FileReport, len(paths))
@@ -110,6 +112,7 @@ func ImportSet(ctx context.Context, s *activity.Store, paths []string, opts Opti
 	defer gctune.Raise(importGCPercent)()
 	dec := plans[0].dec.(*otlp) // one decoder: its open traces go on from file to file
 	_, err := s.WriteBulk(ctx, func(w *activity.Tx) error {
+		files := make([]*fileRead, len(plans))
 		for j, p := range plans {
 			in, err := openLines(p.path)
 			if err != nil {
@@ -123,36 +126,50 @@ func ImportSet(ctx context.Context, s *activity.Store, paths []string, opts Opti
 			// The report the file's sink counts into stays in place: a
 			// trace completed in a later file counts in it.
 			reps[at[j]] = p.rep
-			rep := &reps[at[j]]
-			err = decodeInto(ctx, w, dec, in, p.path, p.sums, p.grown, &o, rep)
+			files[j] = &fileRead{path: p.path, sums: p.sums, grown: p.grown, rep: &reps[at[j]], from: w.Appended()}
+			err = files[j].read(ctx, w, dec, in, &o)
 			in.Close()
-			if errors.Is(err, errDryRun) && dec.hold {
-				err = nil // a dry run ends at the last file
-			}
 			if err != nil {
 				return err
 			}
-			if len(plans) > 1 {
-				rep.Note += fmt.Sprintf(" Read as one stream with the %d OTLP files given together: a trace that continues across them is one trace, its tool calls counted with the file of its main span.", len(plans))
+		}
+		// Every trace is written now: each file's source row says what
+		// came of it (what a trace completed later brought it included).
+		files[len(files)-1].to = w.Appended() // the set's last writes: the traces still open at its end
+		for _, f := range files {
+			if err := f.record(w, dec); err != nil {
+				return err
 			}
+			f.rep.Note += fmt.Sprintf(" Read as one stream with the %d OTLP files given together: a trace that continues across them is one trace, its calls counted with the file of its main span.", len(files))
+		}
+		if opts.DryRun {
+			return errDryRun
 		}
 		return nil
 	})
+	elapsed := time.Since(t0).Milliseconds()
 	for _, i := range at {
-		reps[i].DurationMS = time.Since(t0).Milliseconds()
+		reps[i].DurationMS = elapsed
 	}
-	last := at[len(at)-1]
-	reps[last], err = sealed(ctx, s, paths[last], reps[last], err)
-	if err != nil && !errors.Is(err, ErrNotSealed) {
+	if errors.Is(err, errDryRun) {
+		for _, i := range at {
+			reps[i].Source = ""
+		}
+		return reps, nil
+	}
+	if err != nil {
 		for _, i := range at {
 			reps[i].Source = ""
 		}
 		return reps, err
 	}
-	if errors.Is(err, errDryRun) || opts.DryRun {
+	// The set is a unit: one seal signs it; should it fail, every file of
+	// it is in the log unsigned, and each report says so.
+	if _, err := s.Seal(ctx, activity.SealImport); err != nil && !errors.Is(err, activity.ErrNoKey) {
 		for _, i := range at {
-			reps[i].Source = ""
+			reps[i].NotSealed = err.Error()
 		}
+		return reps, fmt.Errorf("import %s: %w: %w", strings.Join(paths, ", "), ErrNotSealed, err)
 	}
-	return reps, err
+	return reps, nil
 }

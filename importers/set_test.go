@@ -3,6 +3,8 @@ package importers
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +116,56 @@ func TestImportFilesDryRun(t *testing.T) {
 	})
 	if size, err := s.LogSize(ctx); err != nil || size != 0 || n != 2 {
 		t.Fatalf("a dry run wrote %d records (%v), reported %d files", size, err, n)
+	}
+}
+
+// TestImportFilesSetCounts: each file's report and note agree, and the
+// reports' records add up to the log (each said the whole transaction's).
+func TestImportFilesSetCounts(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	var records, calls int64
+	ImportFiles(ctx, s, splitTrace, Options{}, nil, func(rep FileReport, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%d tool calls", rep.Calls); !strings.Contains(rep.Note, want) {
+			t.Errorf("%s: report counts %d calls, its note says %q", rep.File, rep.Calls, rep.Note)
+		}
+		records, calls = records+rep.Records, calls+rep.Calls
+	})
+	size, err := s.LogSize(ctx)
+	if err != nil || records != size || calls != 2 {
+		t.Fatalf("reports count %d records and %d calls, the log holds %d (%v)", records, calls, size, err)
+	}
+}
+
+// TestImportFilesSetNotSealed: a set that is written but cannot be sealed
+// says so for every file of it (only the last one said so).
+func TestImportFilesSetNotSealed(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	if _, err := Import(ctx, s, "testdata/sallyport/activity.jsonl", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER IF EXISTS audit_log_no_update`, `UPDATE audit_log SET tree_hashes = CAST(zeroblob(length(tree_hashes)) AS BLOB)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	n := 0
+	ImportFiles(ctx, s, splitTrace, Options{}, nil, func(rep FileReport, err error) {
+		n++
+		if !errors.Is(err, ErrNotSealed) || rep.NotSealed == "" || rep.Source == "" {
+			t.Errorf("%s: %v, not sealed %q, source %q", rep.File, err, rep.NotSealed, rep.Source)
+		}
+	})
+	if n != 2 {
+		t.Fatalf("%d reports", n)
 	}
 }

@@ -195,9 +195,6 @@ func (k *sink) tick() {
 	}
 }
 
-// records is how many log records the import appended.
-func (k *sink) records(w recorder) int64 { return w.Appended() }
-
 // run starts a run, counting it.
 func (k *sink) run(r activity.Run) (activity.Run, error) {
 	r, err := k.w.StartRun(r)
