@@ -204,6 +204,10 @@ type otlp struct {
 	base int64
 	hold bool
 	last *sink // the file being read
+	// set: reading a set of files (no lookback, a larger bound); shedInSet
+	// counts the times that bound made it take traces for complete.
+	set       bool
+	shedInSet int
 }
 
 // otlpCounts are what a file's note counts.
@@ -302,8 +306,14 @@ func (d *otlp) decode(ctx context.Context, in *lines, k *sink) error {
 		if err := d.add(k, n, doc); err != nil {
 			return err
 		}
-		if err := d.flush(d.base + n - otlpLookback); err != nil {
-			return err
+		if !d.set {
+			// A set's files may run side by side (group_by writes each
+			// service's spans to its own file, over the same hours):
+			// there a trace stays open until the set ends, within
+			// setHeldSpans, whatever the lines between its halves.
+			if err := d.flush(d.base + n - otlpLookback); err != nil {
+				return err
+			}
 		}
 		return d.shed()
 	})
@@ -577,7 +587,11 @@ func (d *otlp) current(e touch) bool {
 // shed takes the open traces seen last longest ago for complete until
 // they hold at most half of maxHeldSpans, once they hold more.
 func (d *otlp) shed() error {
-	if d.held <= maxHeldSpans {
+	limit := maxHeldSpans
+	if d.set {
+		limit = setHeldSpans
+	}
+	if d.held <= limit {
 		return nil
 	}
 	held, upTo := d.held, int64(0)
@@ -585,13 +599,21 @@ func (d *otlp) shed() error {
 		if !d.current(e) {
 			continue
 		}
-		if held <= maxHeldSpans/2 && e.line > upTo {
+		if held <= limit/2 && e.line > upTo {
 			break
 		}
 		held, upTo = held-int64(len(e.t.spans)), e.line
 	}
+	if d.set {
+		d.shedInSet++
+	}
 	return d.flush(upTo)
 }
+
+// setHeldSpans bounds the spans a set of files holds open (ImportSet):
+// more than one file's lookback allows, so that a trace whose halves are
+// far apart in two files read one after the other is still one.
+var setHeldSpans = maxHeldSpans * 8
 
 func earliest(t *otlpTrace) time.Time {
 	min := t.spans[0].start

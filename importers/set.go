@@ -111,6 +111,7 @@ func ImportSet(ctx context.Context, s *activity.Store, paths []string, opts Opti
 	}
 	defer gctune.Raise(importGCPercent)()
 	dec := plans[0].dec.(*otlp) // one decoder: its open traces go on from file to file
+	dec.set = true
 	_, err := s.WriteBulk(ctx, func(w *activity.Tx) error {
 		files := make([]*fileRead, len(plans))
 		for j, p := range plans {
@@ -141,6 +142,9 @@ func ImportSet(ctx context.Context, s *activity.Store, paths []string, opts Opti
 				return err
 			}
 			f.rep.Note += fmt.Sprintf(" Read as one stream with the %d OTLP files given together: a trace that continues across them is one trace, its calls counted with the file of its main span.", len(files))
+			if dec.shedInSet > 0 {
+				f.rep.Note += fmt.Sprintf(" More than %d spans were held open at once, so the oldest traces were taken as complete %d time(s) before the set ended: a trace split across the files may have been read as two there.", setHeldSpans, dec.shedInSet)
+			}
 		}
 		if opts.DryRun {
 			return errDryRun

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/analyze"
 )
 
 // splitTrace is a trace the collector wrote in two files (group_by
@@ -167,5 +168,44 @@ func TestImportFilesSetNotSealed(t *testing.T) {
 	})
 	if n != 2 {
 		t.Fatalf("%d reports", n)
+	}
+}
+
+// TestImportFilesSideBySide: files written side by side (group_by: each
+// service's spans in its own file over the same hours) hold a trace's
+// halves far apart in the stream; a set keeps traces open until it ends,
+// where 4,200 lines of other spans in the first file had its half
+// written before the second was read, and the call read as two.
+func TestImportFilesSideBySide(t *testing.T) {
+	ctx := context.Background()
+	s := setStore(t)
+	gw, err := os.ReadFile(splitTrace[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.Write(gw)
+	for i := range 4200 {
+		fmt.Fprintf(&b, `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"tool-gateway"}}]},"scopeSpans":[{"spans":[{"traceId":"%032x","spanId":"%016x","name":"GET /healthz","kind":2,"startTimeUnixNano":"1795600900000000000","endTimeUnixNano":"1795600900001000000"}]}]}]}`+"\n", i+1, i+1)
+	}
+	big := filepath.Join(t.TempDir(), "tool-gateway.jsonl")
+	if err := os.WriteFile(big, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ImportFiles(ctx, s, []string{big, splitTrace[1]}, Options{}, nil, func(rep FileReport, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	res, err := analyze.Analyse(ctx, s, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Suspects) != 1 || res.Suspects[0].Verdict != analyze.VerdictAttached {
+		var got []string
+		for _, sus := range res.Suspects {
+			got = append(got, string(sus.Verdict))
+		}
+		t.Fatalf("suspects %v, want one one_action_attached", got)
 	}
 }
