@@ -155,11 +155,11 @@ timeout = "5s"
 func TestNoSilentResendOfBodylessRequests(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := harnessBehind(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got[r.URL.Path]++
 		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-			got["a body was sent"]++ // the empty body must not be chunked onto the wire
+			got["a body was sent"]++ // a DELETE carries none
 		}
 		mu.Unlock()
 		if !strings.HasSuffix(r.URL.Path, "/drop") {
@@ -171,18 +171,16 @@ func TestNoSilentResendOfBodylessRequests(t *testing.T) {
 		if err == nil {
 			c.Close()
 		}
-	}))
-	t.Cleanup(srv.Close)
-	h := newHarness(t, fmt.Sprintf(`
+	}, `
 [[tool]]
 name = "dequeue"
 method = "DELETE"
-url = "%s/v1/queue/{item}"
+url = "{{srv}}/v1/queue/{item}"
 contract = "blocked_after_unknown"
 timeout = "5s"
-`, srv.URL))
+`)
 	cs := h.connect(loopback.ProtocolStateless, false)
-	// The first leaves a kept-alive connection the second reuses.
+	// The first would leave a kept-alive connection for the second to reuse.
 	mustCall(t, cs, "dequeue", map[string]any{"item": "keep"}, nil)
 	res := mustCall(t, cs, "dequeue", map[string]any{"item": "drop"}, nil)
 	if st := execMeta(t, res)["state"]; st != string(activity.StateUnknown) && st != string(activity.StatePendingVerification) {
@@ -202,22 +200,20 @@ timeout = "5s"
 func TestSeeOtherIsAnEffect(t *testing.T) {
 	var mu sync.Mutex
 	acted := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := harnessBehind(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		acted++
 		n := acted
 		mu.Unlock()
 		w.Header().Set("Location", fmt.Sprintf("/v1/orders/ord_%d", n))
 		w.WriteHeader(http.StatusSeeOther)
-	}))
-	t.Cleanup(srv.Close)
-	h := newHarness(t, fmt.Sprintf(`
+	}, `
 [[tool]]
 name = "place_order"
-url = "%s/v1/orders"
+url = "{{srv}}/v1/orders"
 contract = "blocked_after_unknown"
 timeout = "5s"
-`, srv.URL))
+`)
 	cs := h.connect(loopback.ProtocolStateless, false)
 	args := map[string]any{"sku": "A-1", "qty": 2}
 	res := mustCall(t, cs, "place_order", args, nil)
@@ -242,21 +238,19 @@ timeout = "5s"
 // stored result and the answer ("Bearer apitok-SUPERS"): the whole
 // spelling no longer matched. The cut end is redacted too.
 func TestEchoCutAtTheResultLimit(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := harnessBehind(t, func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte(strings.Repeat("a", 1<<20-len(auth)/2)))
 		w.Write([]byte(auth)) // its second half falls past the limit
-	}))
-	t.Cleanup(srv.Close)
-	h := newHarness(t, fmt.Sprintf(`
+	}, `
 [[tool]]
 name = "big_echo"
-url = "%s/v1/echo"
+url = "{{srv}}/v1/echo"
 credential_ref = "deploy-service"
 contract = "repeatable_with_key"
 timeout = "5s"
-`, srv.URL))
+`)
 	cs := h.connect(loopback.ProtocolStateless, false)
 	res := mustCall(t, cs, "big_echo", map[string]any{"n": 1}, nil)
 	text := resultText(res)
@@ -278,22 +272,29 @@ timeout = "5s"
 // the target may have acted. It was read as a refusal, and once that was
 // delivered a retry of a blocked tool was sent anew.
 func TestEnvoyConnectionTerminationIsUnknown(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := harnessBehind(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Server", "envoy")
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "upstream connect error or disconnect/reset before headers. reset reason: connection termination")
-	}))
-	t.Cleanup(srv.Close)
-	h := newHarness(t, fmt.Sprintf(`
+	}, `
 [[tool]]
 name = "pay"
-url = "%s/v1/payments"
+url = "{{srv}}/v1/payments"
 contract = "blocked_after_unknown"
 timeout = "5s"
-`, srv.URL))
+`)
 	res := mustCall(t, h.connect(loopback.ProtocolStateless, false), "pay", map[string]any{"amount": 5}, nil)
 	if st := execMeta(t, res)["state"]; st != string(activity.StatePendingVerification) && st != string(activity.StateUnknown) {
 		t.Fatalf("503 connection termination: state %v, want unknown or pending_verification: %s", st, resultText(res))
 	}
+}
+
+// harnessBehind is a harness whose extra tools (tool: TOML naming the
+// server as {{srv}}) reach a target served by handler.
+func harnessBehind(t *testing.T, handler http.HandlerFunc, tool string) *harness {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return newHarness(t, strings.ReplaceAll(tool, "{{srv}}", srv.URL))
 }
