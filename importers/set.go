@@ -22,13 +22,24 @@ import (
 // lines and report.
 
 // ImportFiles imports paths in order, calling done with each one's report
-// (a file's refusal in err, as Import gives it). Consecutive OTLP files
+// (a file's refusal in err, as Import gives it); proxy logs logged nearer
+// the target go first (innermostFirst). Consecutive OTLP files
 // are read together (ImportSet), so that a trace continues across them;
 // should that fail, they are imported one by one, so that one bad file
 // does not keep the others out. start, if set, is called before each
 // file and returns its progress function.
 func ImportFiles(ctx context.Context, s *activity.Store, paths []string, opts Options,
 	start func(path string) func(done, total int64), done func(rep FileReport, err error)) {
+	paths, moved := innermostFirst(paths, opts)
+	if len(moved) > 0 {
+		given := done
+		done = func(rep FileReport, err error) {
+			if why := moved[rep.File]; why != "" && err == nil {
+				rep.Note += " " + why
+			}
+			given(rep, err)
+		}
+	}
 	one := func(path string) {
 		o := opts
 		if start != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,5 +208,20 @@ func TestImportFilesSideBySide(t *testing.T) {
 			got = append(got, string(sus.Verdict))
 		}
 		t.Fatalf("suspects %v, want one one_action_attached", got)
+	}
+}
+
+// TestInnermostFirst: proxy files are read nearest the target first (an
+// Istio sidecar's inbound lines before the ingress's), the others keep the
+// order they were given in.
+func TestInnermostFirst(t *testing.T) {
+	dir := "../fixtures/corpus/envoy-gateway-over-istio-per-try-timeout/"
+	outer, inner, other := dir+"envoy-gateway.log", dir+"istio-proxy.log", "testdata/sallyport/activity.jsonl"
+	got, moved := innermostFirst([]string{other, outer, inner}, Options{})
+	if want := []string{inner, other, outer}; !slices.Equal(got, want) || moved[inner] == "" || moved[outer] != "" {
+		t.Fatalf("order %v (moved %v), want %v", got, moved, want)
+	}
+	if got, moved := innermostFirst([]string{other, splitTrace[0]}, Options{}); !slices.Equal(got, []string{other, splitTrace[0]}) || moved != nil {
+		t.Fatalf("files with no hop moved: %v %v", got, moved)
 	}
 }
