@@ -600,3 +600,42 @@ func TestSSHEncryptedKeyAndAgent(t *testing.T) {
 		}
 	})
 }
+
+// TestSSHHelperDiesWhileCommandRuns: the marker helper killed while its
+// command goes on exits 137 as a killed command would; that was recorded
+// as the command's failure, delivered, and the retry ran the command a
+// second time. Only the marker's own record of the end makes a failure.
+func TestSSHHelperDiesWhileCommandRuns(t *testing.T) {
+	sshd := gatewaytest.StartSSHD(t)
+	dir := t.TempDir()
+	effect := filepath.Join(dir, "effect")
+	h := newHarness(t, fmt.Sprintf(`
+[credential.host-key]
+key_file = %q
+
+[[tool]]
+name = "outlive_helper"
+channel = "ssh"
+host = "127.0.0.1"
+port = %d
+user = %q
+host_key = %q
+credential_ref = "host-key"
+command = ["sh", "-c", "kill -KILL $PPID; sleep 0.3; printf '%%s\\n' \"$1\" >> \"$2\"", "sh", "{line}", %q]
+workdir = %q
+marker_dir = %q
+helper = %q
+timeout = "5s"
+`, sshd.UserKeyFile, sshd.Port, sshd.User, sshd.HostKeyLine, effect, dir, filepath.Join(dir, "markers"), helper(t)))
+	cs := h.connect("2025-06-18", false)
+	first := mustCall(t, cs, "outlive_helper", map[string]any{"line": "once"}, nil)
+	if st := execMeta(t, first)["state"]; st == string(activity.StateFailed) || st == string(activity.StateDelivered) {
+		t.Fatalf("the helper's death read as the command's failure: %v %s", st, resultText(first))
+	}
+	time.Sleep(time.Second) // the command ends meanwhile, unrecorded
+	mustCall(t, cs, "outlive_helper", map[string]any{"line": "once"}, nil)
+	time.Sleep(time.Second)
+	if b, _ := os.ReadFile(effect); strings.Count(string(b), "once\n") != 1 {
+		t.Fatalf("the command ran %d times: %q", strings.Count(string(b), "once\n"), b)
+	}
+}

@@ -295,7 +295,33 @@ func (s *sshTarget) dispatch(ctx context.Context, id activity.ExecutionID, args 
 		client.Close()
 		return Outcome{State: activity.StateUnknown, Reason: "ssh: timed out after the command was sent; it may still be running on the host"}
 	}
-	return sshOutcome(err, out.String(), s.tool.MarkerDir != "")
+	o := sshOutcome(err, out.String(), s.tool.MarkerDir != "")
+	if s.tool.MarkerDir != "" && o.State == activity.StateFailed {
+		return s.confirmFailure(context.WithoutCancel(ctx), id, o)
+	}
+	return o
+}
+
+// confirmFailure reads the marker of a command whose helper exited other
+// than 0: the helper exits with the command's code, but also with 125
+// when the marker itself failed (a read-only marker directory after the
+// command started) and with 128+n when it is killed while the command
+// goes on. Only the marker tells which: a failure is the command's only
+// when the marker records that very end; else the outcome is unknown (it
+// read "the command exited with 137", a failure, and a retry ran the
+// command a second time).
+func (s *sshTarget) confirmFailure(ctx context.Context, id activity.ExecutionID, o Outcome) Outcome {
+	m := s.lookup(ctx, id)
+	if m.State == activity.StateFailed && m.ExitCode == o.ExitCode {
+		o.Reason += " (the host's marker records it)"
+		return o
+	}
+	m.Reason = fmt.Sprintf("the command's helper exited with %d, which the host's marker does not record as the command's end: %s", o.ExitCode.V, m.Reason)
+	if m.State == activity.StateSucceeded {
+		return m // the command itself succeeded; its helper failed after
+	}
+	m.State, m.Result = activity.StateUnknown, nil
+	return m
 }
 
 func sshOutcome(err error, output string, withMarker bool) Outcome {
