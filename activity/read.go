@@ -521,6 +521,20 @@ func (s *Store) Result(ctx context.Context, ref string) ([]byte, error) {
 	return b, checkResult(ref, b)
 }
 
+// LatestFingerprintKey is the key id the newest execution a gateway
+// accepted was fingerprinted with, or "" when there is none.
+func (s *Store) LatestFingerprintKey(ctx context.Context) (string, error) {
+	var id sql.NullString
+	err := s.queryRow(ctx, `SELECT fingerprint_key_id FROM executions WHERE source_id IS NULL AND fingerprint_key_id IS NOT NULL ORDER BY seq DESC LIMIT 1`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read executions: %w", err)
+	}
+	return id.String, nil
+}
+
 // Vault reports whether the vault is locked, and the last lock or unlock
 // note ("locked by alice: incident 4711").
 func (s *Store) Vault(ctx context.Context) (bool, string, error) {

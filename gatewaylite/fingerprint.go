@@ -2,6 +2,7 @@ package gatewaylite
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -30,6 +31,22 @@ type Fingerprinter struct {
 
 // FingerprintKeyFile is the key's file name inside the key directory.
 const FingerprintKeyFile = "fingerprint.key"
+
+// sameFingerprintKey refuses a gateway whose fingerprint key is not the
+// one the database's gateway executions were fingerprinted with: a retry
+// it received would never match them and would act again (a replica whose
+// key directory was copied before the first gateway created the key made
+// its own, started without a word, and split every intent in two).
+func sameFingerprintKey(ctx context.Context, store *activity.Store, fp *Fingerprinter, dir string) error {
+	id, err := store.LatestFingerprintKey(ctx)
+	if err != nil || id == "" || id == fp.KeyID {
+		return err
+	}
+	return fmt.Errorf("fingerprint key %s is %s, but this database's newest gateway execution was fingerprinted with %s: "+
+		"a retry this gateway receives would not match it and would act again. Give every gateway of this database the same %s "+
+		"(copy it from the key directory of the gateway that wrote them, or point --key-dir there); a new key needs a new database",
+		filepath.Join(dir, FingerprintKeyFile), fp.KeyID, id, FingerprintKeyFile)
+}
 
 // LoadFingerprinter reads the fingerprint key from dir, creating it on
 // first use.

@@ -111,6 +111,9 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	if err := sameFingerprintKey(ctx, store, fp, opts.KeyDir); err != nil {
+		return nil, err
+	}
 	// One gateway process per database, held before anything is read:
 	// recovery below may only settle executions no live process owns.
 	lock := opts.Lock

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -427,4 +428,29 @@ contract = "repeatable_with_key"
 	if got := h.target.Effects(); len(got) != 1 || got[want] != 1 {
 		t.Fatalf("the target acted on %v, want once on %s", got, want)
 	}
+}
+
+// TestAnotherFingerprintKeyRefused: a gateway whose fingerprint key is not
+// the one the database's executions were fingerprinted with does not
+// start: a replica whose key directory was copied before the first
+// gateway made the key made its own, started, and every retry it got was
+// a new intent (a second effect).
+func TestAnotherFingerprintKeyRefused(t *testing.T) {
+	h := newHarness(t, "")
+	mustCall(t, h.connect(loopback.ProtocolStateless, false), "deploy_release", map[string]any{"service": "api", "version": "1"}, nil)
+	h.gw.Close()
+	cfg, err := gatewaylite.ParseConfig([]byte(testConfig(h.target.URL, h.proxy.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gatewaylite.New(context.Background(), cfg, h.store, gatewaylite.Options{KeyDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "fingerprint key") || !strings.Contains(err.Error(), "would act again") {
+		t.Fatalf("a gateway with another fingerprint key: %v", err)
+	}
+	// Its own key directory still starts it.
+	gw, err := gatewaylite.New(context.Background(), cfg, h.store, gatewaylite.Options{KeyDir: filepath.Join(h.dir, "keys")})
+	if err != nil {
+		t.Fatalf("the same key directory: %v", err)
+	}
+	gw.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 )
 
 // InitCmd creates a database and its signing key.
@@ -15,9 +16,10 @@ type InitCmd struct {
 }
 
 func (c *InitCmd) Help() string {
-	return `Creates the database (0600, WAL) and an Ed25519 signing key for its log
-in the key directory (0600, never stored in the database). Running it on
-an existing database only prints its details.
+	return `Creates the database (0600, WAL), an Ed25519 signing key for its log and
+the gateway's fingerprint key in the key directory (0600, never stored in
+the database; every gateway of one database needs the same directory's
+keys). Running it on an existing database only prints its details.
 
 Copy the printed public key somewhere this host cannot change (a team
 repository, a runbook): 'mcpdup audit verify --key' pins it.
@@ -34,6 +36,11 @@ func (c *InitCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	// The fingerprint key too, so that a key directory copied to each
+	// replica now holds it (the first gateway created it, after the copy).
+	if _, err := gatewaylite.LoadFingerprinter(g.keyDir()); err != nil {
+		return err
+	}
 	pub, keyErr := s.PublicKey()
 	priv, pubFile := activity.KeyFiles(g.keyDir(), s.Origin())
 	if c.Output == "json" {
