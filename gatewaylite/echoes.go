@@ -30,7 +30,8 @@ const minEcho = 4
 // withoutEchoes is out with every spelling of the secrets the call sent
 // (the credential, secret_args, secret-named members of send) cut from its
 // result and reason. send may be nil (a recovery's lookup): the
-// credential alone then.
+// credential alone then, and the lookup cuts the secrets it knows by their
+// keyed hashes (Gateway.withoutHashedSecrets).
 func (s *toolSpec) withoutEchoes(out Outcome, send map[string]any) Outcome {
 	secrets := s.sentSecrets(send)
 	if len(secrets) == 0 {
@@ -318,4 +319,73 @@ func replaceAll(s string, spellings []string) string {
 		}
 	}
 	return s
+}
+
+// withoutHashedSecrets cuts from a result and reason every word whose
+// keyed hash (Fingerprinter.HashSecret) is one of those the recorded
+// arguments hold: what a target echoed of a secret_args value, found
+// without the value (a recovery's lookup has only the record).
+func (g *Gateway) withoutHashedSecrets(out Outcome, recorded json.RawMessage) Outcome {
+	hashes := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if strings.HasPrefix(x, "hmac-sha256:") {
+				hashes[x] = true
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	var args any
+	if json.Unmarshal(recorded, &args) != nil {
+		return out
+	}
+	if walk(args); len(hashes) == 0 {
+		return out
+	}
+	var secrets []string
+	seen := map[string]bool{}
+	for _, text := range []string{string(out.Result), out.Reason} {
+		for _, w := range secretCandidates(text) {
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			if b, err := json.Marshal(w); err == nil && hashes[g.fp.HashSecret(b)] {
+				secrets = append(secrets, w)
+			}
+		}
+	}
+	if len(secrets) == 0 {
+		return out
+	}
+	spellings := echoSpellings(secrets)
+	out.Result = redactResult(out.Result, secrets, spellings)
+	out.Reason = replaceAll(out.Reason, spellings)
+	return out
+}
+
+// secretCandidates are the words of text a secret may be: runs of the
+// characters tokens are written with, at least minEcho long, and each
+// without its trailing punctuation.
+func secretCandidates(text string) []string {
+	var out []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~+/=:@", r))
+	}) {
+		for _, c := range []string{w, strings.TrimRight(w, ".:=")} {
+			if len(c) >= minEcho && len(c) <= 512 {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }

@@ -36,6 +36,13 @@ func (g *Gateway) lookup(ctx context.Context, spec *toolSpec, exec activity.Exec
 		return exec
 	}
 	out = spec.withoutEchoes(out, send)
+	if send == nil {
+		// A recovery's lookup (another replica's execution, or one a
+		// restart left) has no sent values to look for: the secrets are
+		// known by their keyed hashes in the execution's arguments, and a
+		// word of the result whose hash is one of them is cut.
+		out = g.withoutHashedSecrets(out, exec.Arguments)
+	}
 	if out.NeverStarted && send != nil {
 		g.lookups.Delete(exec.ID)
 		return g.resend(ctx, spec, exec, send, "recovered by lookup: "+out.Reason+"; sent again under the same execution id")
