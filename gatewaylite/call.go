@@ -504,7 +504,17 @@ func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Executio
 		return exec, false
 	}
 	g.outcomes.add()
-	durable := g.store.WriteAsync(ctx, func(w *activity.Tx) error {
+	write := func(w *activity.Tx) error {
+		if failOutcomeWrite != nil {
+			if err := failOutcomeWrite(); err != nil {
+				return err
+			}
+		}
+		if cur, err := w.Execution(exec.ID); err != nil {
+			return err
+		} else if cur.State != exec.State {
+			return nil // recorded already (a write that did commit), or settled elsewhere
+		}
 		if len(out.Result) > 0 {
 			if _, err := w.PutResult(out.Result); err != nil {
 				return err
@@ -512,20 +522,34 @@ func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Executio
 		}
 		_, err := w.Transition(t)
 		return err
-	})
+	}
+	durable := g.store.WriteAsync(ctx, write)
 	go func() {
 		defer g.outcomes.done()
 		defer then()
-		if err := <-durable; err != nil {
-			// The store keeps it dispatched, which recovery treats as
-			// unknown; the agent already has the answer.
-			g.log.Error("record outcome", "execution", exec.ID, "error", err)
-			return
+		// Until it is written: the agent has its answer, and left
+		// dispatched while this replica lives (its lease renewed, so no
+		// recovery runs) every retry on any replica was told "in
+		// progress" for good (the database down a few seconds as the
+		// answer came).
+		err := <-durable
+		for delay := 100 * time.Millisecond; err != nil; delay = min(2*delay, 10*time.Second) {
+			g.log.Error("record outcome, again in a moment", "execution", exec.ID, "error", err, "retry_in", delay)
+			select {
+			case <-g.stop:
+				return // dispatched on disk: the next start recovers it as unknown
+			case <-time.After(delay):
+			}
+			_, err = g.store.Write(context.WithoutCancel(ctx), write)
 		}
 		g.logTransition(next, out.Reason)
 	}()
 	return next, true
 }
+
+// failOutcomeWrite, set by a test, fails an outcome's write while it
+// returns an error (the database away when the answer came).
+var failOutcomeWrite func() error
 
 // recordOutcome stores the result and records the observed state.
 func (g *Gateway) recordOutcome(ctx context.Context, exec activity.Execution, out Outcome, prefix string) activity.Execution {

@@ -17,3 +17,10 @@ func SetAfterAccept(f func()) (restore func()) {
 	afterAccept = f
 	return func() { afterAccept = old }
 }
+
+// SetOutcomeWriteFault fails outcome writes while f returns an error.
+func SetOutcomeWriteFault(f func() error) (restore func()) {
+	old := failOutcomeWrite
+	failOutcomeWrite = f
+	return func() { failOutcomeWrite = old }
+}

@@ -1,12 +1,15 @@
 package gatewaylite_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/demo/loopback"
+	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/gatewaylite/gatewaytest"
 )
 
@@ -213,5 +216,31 @@ func TestNoHiddenResendOnReusedConnection(t *testing.T) {
 	if h.proxy.Count(loopback.Pass)+h.proxy.Count(loopback.DropResponse) != 2 {
 		t.Fatalf("the target proxy saw %d+%d requests: a hidden resend happened",
 			h.proxy.Count(loopback.Pass), h.proxy.Count(loopback.DropResponse))
+	}
+}
+
+// TestOutcomeWriteRetried: the database away for a moment as an answer
+// came (a PostgreSQL restart) left the execution dispatched while the
+// replica lived: its lease renewed, no recovery ran, and every retry was
+// told "in progress" for good. The outcome's write is retried until it
+// lands.
+func TestOutcomeWriteRetried(t *testing.T) {
+	var fails atomic.Int32
+	fails.Store(3)
+	defer gatewaylite.SetOutcomeWriteFault(func() error {
+		if fails.Add(-1) >= 0 {
+			return errors.New("injected: the database is away")
+		}
+		return nil
+	})()
+	h := newHarness(t, "")
+	res := mustCall(t, h.connect(loopback.ProtocolStateless, false), "deploy_release", map[string]any{"service": "api", "version": "9"}, nil)
+	id := activity.ExecutionID(execMeta(t, res)["id"].(string))
+	waitFor(t, func() bool {
+		e, err := h.store.Execution(ctx, id)
+		return err == nil && e.State != activity.StateDispatched
+	}, "the outcome to be recorded after the database came back")
+	if e, _ := h.store.Execution(ctx, id); e.Outcome != activity.OutcomeSuccess {
+		t.Fatalf("after the retried write: %+v", e)
 	}
 }
