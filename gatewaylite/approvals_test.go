@@ -148,14 +148,14 @@ func TestSessionGrantAsk(t *testing.T) {
 // authorized and dispatched the refund while its approval was pending.
 // The call now holds it before its acceptance commits.
 func TestRetryNeverTakesOverAWaitingCall(t *testing.T) {
-	h := newHarness(t, perUseConfig)
 	gap := make(chan struct{})
 	var first atomic.Bool
-	defer gatewaylite.SetAfterAccept(func() {
+	t.Cleanup(gatewaylite.SetAfterAccept(func() { // restored once the gateway has stopped
 		if first.CompareAndSwap(false, true) {
 			<-gap // the first call's only
 		}
-	})()
+	}))
+	h := newHarness(t, perUseConfig)
 	cs := h.connect(loopback.ProtocolStateless, false)
 	args := map[string]any{"order": "o-18", "amount_cents": 1200}
 	answer := make(chan *mcp.CallToolResult, 1)

@@ -24,3 +24,11 @@ func SetOutcomeWriteFault(f func() error) (restore func()) {
 	failOutcomeWrite = f
 	return func() { failOutcomeWrite = old }
 }
+
+// SetRenewalFault fails a replica's lease renewals while f returns an
+// error for it.
+func SetRenewalFault(f func(replica string) error) (restore func()) {
+	old := failRenewal
+	failRenewal = f
+	return func() { failRenewal = old }
+}

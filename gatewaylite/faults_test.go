@@ -227,12 +227,14 @@ func TestNoHiddenResendOnReusedConnection(t *testing.T) {
 func TestOutcomeWriteRetried(t *testing.T) {
 	var fails atomic.Int32
 	fails.Store(3)
-	defer gatewaylite.SetOutcomeWriteFault(func() error {
+	// Restored after the harness's gateway has stopped (cleanups run
+	// last first), never under its goroutines.
+	t.Cleanup(gatewaylite.SetOutcomeWriteFault(func() error {
 		if fails.Add(-1) >= 0 {
 			return errors.New("injected: the database is away")
 		}
 		return nil
-	})()
+	}))
 	h := newHarness(t, "")
 	res := mustCall(t, h.connect(loopback.ProtocolStateless, false), "deploy_release", map[string]any{"service": "api", "version": "9"}, nil)
 	id := activity.ExecutionID(execMeta(t, res)["id"].(string))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
@@ -23,6 +24,9 @@ type replica struct {
 	lease    activity.Lease
 	lost     chan struct{} // closed when another replica claimed the lease
 	lostOnce sync.Once
+	// healthySince is when its renewals last began to go through (unix
+	// ns; 0 while they fail): claimsAllowed.
+	healthySince atomic.Int64
 }
 
 // startLease takes this process's lease.
@@ -32,6 +36,7 @@ func (g *Gateway) startLease(ctx context.Context) error {
 		return err
 	}
 	g.lease, g.lost = l, make(chan struct{})
+	g.healthySince.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -52,7 +57,13 @@ func (g *Gateway) keepLease() {
 		// Within a quarter TTL: a renewal stuck on a dead connection must
 		// not outlast what is left of the lease; the next tick tries again.
 		ctx, cancel := context.WithTimeout(context.Background(), max(g.lease.TTL/4, 10*time.Millisecond))
-		err := g.store.RenewLease(ctx, g.lease)
+		var err error
+		if failRenewal != nil {
+			err = failRenewal(g.lease.ID)
+		}
+		if err == nil {
+			err = g.store.RenewLease(ctx, g.lease)
+		}
 		cancel()
 		if errors.Is(err, activity.ErrLeaseLost) {
 			g.log.Error("lease lost: another replica recovered this one's executions; refusing every call from now on", "replica", g.lease.ID)
@@ -60,10 +71,29 @@ func (g *Gateway) keepLease() {
 			return
 		}
 		if err != nil {
+			g.healthySince.Store(0)
 			g.log.Warn("renew lease", "replica", g.lease.ID, "error", err)
+		} else {
+			g.healthySince.CompareAndSwap(0, time.Now().UnixNano())
 		}
 	}
 }
+
+// claimsAllowed reports whether this replica may claim others' lapsed
+// leases: only once its own renewals have gone through for a whole TTL.
+// After the database was away longer than a TTL every lease has run out,
+// the live replicas' with the dead ones'; the first to renew claimed the
+// others before they could renew, and they stopped (a healthy replica
+// killed). A live one renews within a quarter TTL of the database's
+// return: a whole TTL later, a lease still lapsed is a dead replica's.
+func (g *Gateway) claimsAllowed() bool {
+	since := g.healthySince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) >= g.lease.TTL
+}
+
+// failRenewal, set by a test, fails a replica's lease renewals while it
+// returns an error (the database away).
+var failRenewal func(replica string) error
 
 // sweep recovers, every quarter of the lease TTL, the replicas whose
 // leases ran out, and drops old event streams every minute (PostgreSQL:
@@ -82,7 +112,9 @@ func (g *Gateway) sweep() {
 		case <-tick.C:
 		}
 		ctx := context.Background()
-		g.recoverExpired(ctx)
+		if g.claimsAllowed() {
+			g.recoverExpired(ctx)
+		}
 		if time.Since(purged) > time.Minute {
 			purged = time.Now()
 			if err := g.store.PurgeStreams(ctx); err != nil {

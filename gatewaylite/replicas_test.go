@@ -2,6 +2,7 @@ package gatewaylite_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -573,5 +575,44 @@ func TestTokenRunIsOneRunOnEveryReplica(t *testing.T) {
 	}
 	if len(runs) != 1 {
 		t.Fatalf("one token's calls on two replicas made %d runs: %v", len(runs), runs)
+	}
+}
+
+// TestDatabaseAwayLongerThanALease: with the database away longer than
+// the lease TTL every lease runs out; the first replica to renew after it
+// claimed the others before they could renew, and a healthy replica
+// stopped. A replica claims others' leases only once its own renewals
+// have gone through for a whole TTL.
+func TestDatabaseAwayLongerThanALease(t *testing.T) {
+	_, db, keys, config := replicaSetup(t, "")
+	var away atomic.Int32 // 0: reachable; 1: away for all; 2: away for the second replica only
+	var second atomic.Value
+	second.Store("")
+	t.Cleanup(gatewaylite.SetRenewalFault(func(replica string) error {
+		switch away.Load() {
+		case 1:
+			return errors.New("injected: the database is away")
+		case 2:
+			if replica == second.Load().(string) {
+				return errors.New("injected: not reachable yet")
+			}
+		}
+		return nil
+	}))
+	a, _ := inProcessReplica(t, config, db, keys)
+	b, _ := inProcessReplica(t, config, db, keys)
+	second.Store(b.Replica())
+	away.Store(1)
+	time.Sleep(2500 * time.Millisecond) // both leases (1 s) run out
+	away.Store(2)                       // the first renews at once, the second half a TTL later
+	time.Sleep(500 * time.Millisecond)
+	away.Store(0)
+	time.Sleep(2500 * time.Millisecond) // sweeps enough to claim whatever they would
+	for _, g := range []*gatewaylite.Gateway{a, b} {
+		select {
+		case <-g.Lost():
+			t.Errorf("replica %s lost its lease to a live replica", g.Replica())
+		default:
+		}
 	}
 }
