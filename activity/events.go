@@ -292,6 +292,14 @@ func (w *Tx) ImportApproval(a Approval) error {
 	if a.Kind != ApprovalSession && a.Kind != ApprovalPerUse {
 		return fmt.Errorf("approval %s: unknown kind %q", a.ID, a.Kind)
 	}
+	switch prev, err := w.Approval(a.ID); {
+	case err == nil:
+		if err := a.answers(prev); err != nil {
+			return fmt.Errorf("approval %s %w", a.ID, err)
+		}
+	case !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("approval %s: %w", a.ID, err)
+	}
 	rec, err := w.append(KindApproval, a)
 	if err != nil {
 		return err

@@ -43,6 +43,9 @@ func (w *Tx) Resolve(r Resolution) (Execution, error) {
 		if err := w.sealable("resolve " + string(e.ID)); err != nil {
 			return e, err
 		}
+		if err := w.provenUnresolved(e); err != nil {
+			return e, fmt.Errorf("resolve %s: %w: nothing was written; run mcpdup audit verify", e.ID, err)
+		}
 	}
 	if r.At.IsZero() {
 		r.At = w.now
@@ -110,6 +113,22 @@ func (w *Tx) RequestApproval(a Approval) (Approval, error) {
 	return a, w.putApproval(a, rec.Seq)
 }
 
+// answers says whether record a may follow prev, the approval as the
+// records before it left it: a request comes once, and a decision answers
+// a pending request, the one it names. Decisions are final. The writer and
+// the table check's replay both hold records to it.
+func (a Approval) answers(prev Approval) error {
+	switch {
+	case a.State == ApprovalPending:
+		return errors.New("is requested a second time")
+	case prev.State != ApprovalPending:
+		return fmt.Errorf("is already %s: decisions are final", prev.State)
+	case a.Kind != prev.Kind || a.ExecutionID != prev.ExecutionID || a.RunID != prev.RunID || a.CredentialRef != prev.CredentialRef:
+		return errors.New("is answered by a decision that names another request")
+	}
+	return nil
+}
+
 // DecideApproval answers a pending approval. Answering one that is no
 // longer pending is an error: decisions are final.
 func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note string) (Approval, error) {
@@ -117,17 +136,35 @@ func (w *Tx) DecideApproval(id string, state ApprovalState, operator, note strin
 	if err != nil {
 		return a, err
 	}
-	if a.State != ApprovalPending {
-		return a, fmt.Errorf("approval %s is already %s", id, a.State)
-	}
 	if state != ApprovalApproved && state != ApprovalDenied && state != ApprovalExpired {
 		return a, fmt.Errorf("approval %s: cannot decide %q", id, state)
+	}
+	decision := a
+	decision.State = state
+	if err := decision.answers(a); err != nil {
+		return a, fmt.Errorf("approval %s %w", id, err)
 	}
 	if operator == "" {
 		return a, fmt.Errorf("approval %s: operator is required", id)
 	}
 	if err := w.sealable("approval " + id); err != nil {
 		return a, err
+	}
+	// What is signed below is the row: it must be what the log says, and
+	// no later record may have answered it already.
+	a, seq, err := w.provenApproval(id)
+	if err != nil {
+		return a, fmt.Errorf("%w: nothing was written; run mcpdup audit verify", err)
+	}
+	n, err := w.changedSince(seq, id, func(ev any) bool {
+		x, ok := ev.(*Approval)
+		return ok && x.ID == id
+	})
+	if err != nil {
+		return a, err
+	}
+	if n > 0 {
+		return a, fmt.Errorf("approval %s: %w: its row says pending, but record %d already answered it: nothing was written; run mcpdup audit verify", id, ErrUnproven, n)
 	}
 	a.State, a.DecidedAt, a.Operator, a.Note = state, Some(w.now), operator, note
 	rec, err := w.append(KindApproval, a)
@@ -174,4 +211,31 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (Execution, *Checkpoi
 	}
 	cp, err := s.LatestCheckpoint(ctx)
 	return e, cp, err
+}
+
+// provenUnresolved holds an operator's resolution to the signed log: the
+// execution's state must be what its newest record says, and no later
+// record may have moved it (a row rolled back to unknown together with
+// the seq it cites would otherwise be resolved a second time).
+func (w *Tx) provenUnresolved(e Execution) error {
+	seq, err := w.provenExecution(e)
+	if err != nil {
+		return err
+	}
+	n, err := w.changedSince(seq, string(e.ID), func(ev any) bool {
+		switch x := ev.(type) {
+		case *Transition:
+			return x.ExecutionID == e.ID
+		case *Resolution:
+			return x.ExecutionID == e.ID
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("execution %s (%s): %w: record %d changed it since", e.ID, e.State, ErrUnproven, n)
+	}
+	return nil
 }

@@ -352,12 +352,20 @@ func (s *Store) ProvenApproval(ctx context.Context, id string) (Approval, error)
 	if err != nil {
 		return a, fmt.Errorf("approval %s: %w", id, err)
 	}
-	rec, ok := got.(*Approval)
-	if !ok || rec.ID != id || rec.State != a.State || rec.Operator != a.Operator || rec.Note != a.Note ||
-		rec.Kind != a.Kind || rec.ExecutionID != a.ExecutionID || rec.RunID != a.RunID || rec.CredentialRef != a.CredentialRef {
+	if !sameApproval(a, got) {
 		return a, fmt.Errorf("approval %s (%s by %q): %w: record %d says otherwise", id, a.State, a.Operator, ErrUnproven, seq)
 	}
 	return a, nil
+}
+
+// sameApproval says whether row a is what record got says, field by
+// field (the seqs are the table's own).
+func sameApproval(a Approval, got any) bool {
+	r, ok := got.(*Approval)
+	return ok && r.ID == a.ID && r.Kind == a.Kind && r.State == a.State && r.ExecutionID == a.ExecutionID &&
+		r.RunID == a.RunID && r.Actor == a.Actor && r.Tool == a.Tool && r.CredentialRef == a.CredentialRef &&
+		r.Summary == a.Summary && r.RequestedAt.Equal(a.RequestedAt) && r.DecidedAt.OK == a.DecidedAt.OK &&
+		r.DecidedAt.V.Equal(a.DecidedAt.V) && r.Operator == a.Operator && r.Note == a.Note
 }
 
 // approvalRow reads an approval's row and the record it rests on (its
@@ -421,14 +429,20 @@ func checkResult(ref string, content []byte) error {
 // with its updated_seq, or a row hidden from the match; proving an absence
 // would mean reading every later record. audit verify finds both.
 func (w *Tx) ProvenExecution(e Execution) error {
+	_, err := w.provenExecution(e)
+	return err
+}
+
+// provenExecution is ProvenExecution, returning the record it rests on.
+func (w *Tx) provenExecution(e Execution) (int64, error) {
 	var updated int64
 	var state string
 	if err := w.queryRow(`SELECT updated_seq, state FROM executions WHERE id = ?`, string(e.ID)).Scan(&updated, &state); err != nil {
-		return fmt.Errorf("execution %s: %w", e.ID, notFound(err))
+		return 0, fmt.Errorf("execution %s: %w", e.ID, notFound(err))
 	}
 	got, err := w.provenOrOwn(updated)
 	if err != nil {
-		return fmt.Errorf("execution %s: %w", e.ID, err)
+		return 0, fmt.Errorf("execution %s: %w", e.ID, err)
 	}
 	ok := false
 	switch r := got.(type) {
@@ -438,9 +452,74 @@ func (w *Tx) ProvenExecution(e Execution) error {
 		ok = r.ID == e.ID && state == string(StateAccepted)
 	}
 	if !ok || state != string(e.State) {
-		return fmt.Errorf("execution %s (%s): %w: record %d says otherwise", e.ID, state, ErrUnproven, updated)
+		return 0, fmt.Errorf("execution %s (%s): %w: record %d says otherwise", e.ID, state, ErrUnproven, updated)
 	}
-	return nil
+	return updated, nil
+}
+
+// provenApproval reads an approval inside the transaction and proves it
+// as ProvenApproval does.
+func (w *Tx) provenApproval(id string) (Approval, int64, error) {
+	a, err := w.Approval(id)
+	if err != nil {
+		return a, 0, fmt.Errorf("approval %s: %w", id, err)
+	}
+	seq := a.Seq
+	if a.DecidedSeq != 0 {
+		seq = a.DecidedSeq
+	}
+	got, err := w.provenOrOwn(seq)
+	if err != nil {
+		return a, 0, fmt.Errorf("approval %s: %w", id, err)
+	}
+	if !sameApproval(a, got) {
+		return a, 0, fmt.Errorf("approval %s (%s by %q): %w: record %d says otherwise", id, a.State, a.Operator, ErrUnproven, seq)
+	}
+	return a, seq, nil
+}
+
+// changedSince returns the first record after seq that changed what id
+// names (changes says which do), or 0. A row rolled back together with
+// the seq it cites passes the record check; an operator's decision on it
+// would contradict one already signed (an approval answered twice, an
+// execution resolved again). The log is read, not a table: proving an
+// absence means reading every later record, so this is for decisions,
+// not for the gateway's every call.
+func (w *Tx) changedSince(seq int64, id string, changes func(ev any) bool) (int64, error) {
+	if err := w.flush(); err != nil {
+		return 0, err
+	}
+	if err := w.insertBuffered(); err != nil {
+		return 0, err
+	}
+	rows, err := w.query(`SELECT seq, canonical FROM audit_log WHERE seq > ? ORDER BY seq`, seq)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	needle := []byte(id)
+	for rows.Next() {
+		var n int64
+		var b sql.RawBytes
+		if err := rows.Scan(&n, &b); err != nil {
+			return 0, err
+		}
+		if !bytes.Contains(b, needle) {
+			continue
+		}
+		rec, err := ParseRecord(b)
+		if err != nil {
+			return 0, fmt.Errorf("record %d: %w", n, err)
+		}
+		ev, err := rec.Event()
+		if err != nil {
+			return 0, fmt.Errorf("record %d: %w", n, err)
+		}
+		if changes(ev) {
+			return n, nil
+		}
+	}
+	return 0, rows.Err()
 }
 
 // provenOrOwn decodes record seq: proven part of the signed log when it
@@ -449,6 +528,9 @@ func (w *Tx) ProvenExecution(e Execution) error {
 // this transaction can have put it there.
 func (w *Tx) provenOrOwn(seq int64) (any, error) {
 	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	if err := w.insertBuffered(); err != nil {
 		return nil, err
 	}
 	var canonical []byte

@@ -130,7 +130,7 @@ func (p *replay) apply(seq int64, ev any) error {
 		b.int(seq)
 		p.sink.end(vaultIndexTable)
 	case *Approval:
-		p.approval(seq, *v)
+		return p.approval(seq, *v)
 	default:
 		return fmt.Errorf("unexpected %T", ev)
 	}
@@ -177,16 +177,19 @@ func (p *replay) transition(seq int64, t Transition) error {
 
 // approval follows putApproval: a request is a row, a decision changes its
 // request's row or, without one, is a row of its own.
-func (p *replay) approval(seq int64, a Approval) {
+func (p *replay) approval(seq int64, a Approval) error {
 	x := p.approvals[a.ID]
-	switch {
-	case x == nil:
+	if x == nil {
 		p.approvals[a.ID] = &replayApproval{a: a, seq: seq, decided: seq}
 		p.apvOrder = append(p.apvOrder, a.ID)
-	case a.State != ApprovalPending:
-		x.a.State, x.a.DecidedAt, x.a.Operator, x.a.Note = a.State, a.DecidedAt, a.Operator, a.Note
-		x.decided = seq
+		return nil
 	}
+	if err := a.answers(x.a); err != nil {
+		return fmt.Errorf("approval %s %w", a.ID, err)
+	}
+	x.a.State, x.a.DecidedAt, x.a.Operator, x.a.Note = a.State, a.DecidedAt, a.Operator, a.Note
+	x.decided = seq
+	return nil
 }
 
 // finish hands over every row still open.

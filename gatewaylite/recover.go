@@ -2,6 +2,7 @@ package gatewaylite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -202,7 +203,11 @@ func (g *Gateway) expireApprovals(w *activity.Tx, recovered map[activity.Executi
 		if !sole {
 			why = "the gateway replica that waited on it stopped renewing its lease"
 		}
-		if _, err := w.DecideApproval(a.ID, activity.ApprovalExpired, "gateway", why); err != nil {
+		if _, err := w.DecideApproval(a.ID, activity.ApprovalExpired, "gateway", why); errors.Is(err, activity.ErrUnproven) {
+			// A row the log does not prove is left as it is (no call acts
+			// on it: ProvenApproval refuses it too); the rest recovers.
+			g.log.Error("approval left pending: its row is not what the signed log says; run mcpdup audit verify", "approval", a.ID, "error", err)
+		} else if err != nil {
 			return fmt.Errorf("approval %s: %w", a.ID, err)
 		}
 	}
