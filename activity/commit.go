@@ -231,7 +231,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			req.done <- results[i]
 		}
 	}
-	bg := context.Background()
+	bg := s.hard
 	cached := !s.pg && !batch[0].bulk // a bulk write goes alone
 	if !cached {
 		s.wc.drop()

@@ -134,9 +134,14 @@ type Store struct {
 	tail               tailState
 	closeOnce          sync.Once
 	stop               chan struct{}
-	closing            chan struct{}  // closed when Close starts: no new writes
-	writes             chan *writeReq // to the committer
-	committer          sync.WaitGroup
+	closing            chan struct{} // closed when Close starts: no new writes
+	// hard is the context of every write transaction; abort cancels it
+	// (Abort, or Close after CloseGrace) so a database that stopped
+	// answering fails the writes in flight instead of holding them.
+	hard      context.Context
+	abort     context.CancelFunc
+	writes    chan *writeReq // to the committer
+	committer sync.WaitGroup
 	// walReset asks the committer to reset the WAL (checkpointStep).
 	walReset  atomic.Bool
 	pageBytes atomic.Int64 // the database's page size, once read
@@ -173,6 +178,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: path, opts: opts, stop: make(chan struct{}), closing: make(chan struct{}),
 		writes: make(chan *writeReq), edgeSize: -1}
+	s.hard, s.abort = context.WithCancel(context.Background())
 	created, err := s.openPools(ctx)
 	if err != nil {
 		return nil, err
@@ -637,9 +643,33 @@ func (s *Store) PublicKey() (string, error) {
 	return s.vkey, nil
 }
 
+// CloseGrace is how long Close waits for the writes in flight before it
+// abandons them (Abort).
+var CloseGrace = 10 * time.Second
+
+// Abort fails every write in flight, and every later one, at once: for a
+// process that must stop while its database does not answer (a paused
+// or unreachable server). What they would have written is not written.
+func (s *Store) Abort() { s.abort() }
+
+// waitAtMost waits for wg, or d; it says whether wg finished.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // Close seals the unsealed tail (a clean shutdown is a checkpoint) and
-// closes the database.
-// Closing twice is harmless.
+// closes the database. Writes still in flight after CloseGrace are
+// abandoned (Abort), and Close says so. Closing twice is harmless.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
@@ -648,9 +678,13 @@ func (s *Store) Close() error {
 			close(s.stop)
 			s.stopped.Wait()
 			close(s.closing)
-			s.committer.Wait()
-			if s.signer != nil {
-				_, err = s.Seal(context.Background(), SealShutdown)
+			if !waitAtMost(&s.committer, CloseGrace) {
+				err = fmt.Errorf("close %s: the database did not answer for %v: the writes in flight were abandoned", s.path, CloseGrace)
+				s.abort()
+				s.committer.Wait()
+			}
+			if s.signer != nil && s.hard.Err() == nil {
+				_, err = s.Seal(s.hard, SealShutdown)
 			}
 			// A short wait: a CLI writer (resolve, lock) must not wait on a
 			// console's read to exit; a WAL left behind is the next

@@ -191,9 +191,19 @@ func (w *Tx) ImportedHead(origin string) (SourceID, string, error) {
 // PendingApprovals lists, inside the transaction, the approvals nobody
 // has answered yet.
 func (w *Tx) PendingApprovals() ([]Approval, error) {
-	rows, err := w.tx.QueryContext(w.ctx, approvalSelect+` WHERE state = 'pending' ORDER BY seq`)
+	return w.approvals(`WHERE state = 'pending' ORDER BY seq`)
+}
+
+// ApprovalsOf lists, inside the transaction, the approvals an execution
+// waited on, in log order.
+func (w *Tx) ApprovalsOf(id ExecutionID) ([]Approval, error) {
+	return w.approvals(`WHERE execution_id = ? ORDER BY seq`, string(id))
+}
+
+func (w *Tx) approvals(where string, args ...any) ([]Approval, error) {
+	rows, err := w.tx.QueryContext(w.ctx, approvalSelect+` `+where, args...)
 	if err != nil {
-		return nil, fmt.Errorf("pending approvals: %w", err)
+		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	defer rows.Close()
 	var out []Approval

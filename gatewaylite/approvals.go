@@ -13,7 +13,9 @@ import (
 // operator answers with `mcpdup approve` / `mcpdup deny` or the console),
 // up to the configured timeout, then authorizes and dispatches it, or
 // rejects it with the reason. An approval nobody answered in time expires.
-func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, ids []string) activity.Execution {
+// ours says this call dispatched it: only then does the caller send it
+// (one settled elsewhere is never sent again from here).
+func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, ids []string) (next activity.Execution, ours bool) {
 	deadline := time.Now().Add(g.cfg.ApprovalTimeout.Duration)
 	var decided []activity.Approval
 	for _, id := range ids {
@@ -27,39 +29,50 @@ func (g *Gateway) awaitApprovals(ctx context.Context, exec activity.Execution, i
 			break
 		}
 	}
-	var next activity.Execution
 	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
-		if err := g.fence(w); err != nil {
-			return err
-		}
 		e, err := w.Execution(exec.ID)
 		if err != nil {
 			return err
 		}
 		if e.State != activity.StateAccepted {
-			next = e // settled elsewhere (a restart took it over)
+			next = e // settled elsewhere (recovered, or taken over)
 			return nil
 		}
 		var why []string
 		for _, a := range decided {
 			why = append(why, fmt.Sprintf("approval %s %s by %s%s", a.ID, a.State, a.Operator, noteText(a.Note)))
 			if a.State != activity.ApprovalApproved {
+				// A refusal sends nothing: recorded even by a replica
+				// whose lease lapsed, so no retry can find it accepted.
 				next, err = w.Transition(activity.Transition{ExecutionID: e.ID, From: activity.StateAccepted, To: activity.StateRejected,
 					Reason: strings.Join(why, "; ")})
 				return err
 			}
 		}
+		if err := g.fence(w); err != nil {
+			return err
+		}
 		next, err = g.authorizeAndDispatch(w, e, "", strings.Join(why, "; "))
+		ours = err == nil && next.State == activity.StateDispatched
 		return err
 	})
 	if err != nil {
 		g.log.Error("record approval outcome", "execution", exec.ID, "error", err)
 		if e, rerr := g.store.Execution(ctx, exec.ID); rerr == nil {
-			return e
+			return e, false
 		}
-		return exec
+		return exec, false
 	}
-	return next
+	return next, ours
+}
+
+// approvalIDs are the ids of as.
+func approvalIDs(as []activity.Approval) []string {
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.ID
+	}
+	return ids
 }
 
 // approvalPoll is how often a waiting call reads its approval again when

@@ -215,8 +215,8 @@ func (g *Gateway) handleCall(ctx context.Context, spec *toolSpec, req *mcp.CallT
 	}
 	if len(waiting) > 0 {
 		done := g.inflight.begin(exec.ID) // a retry meanwhile waits on this, never asks again
-		exec = g.awaitApprovals(ctx, exec, waiting)
-		if exec.State == activity.StateDispatched {
+		var ours bool
+		if exec, ours = g.awaitApprovals(ctx, exec, waiting); ours {
 			exec = g.execute(ctx, spec, exec, intent.Send)
 		}
 		done()
@@ -416,30 +416,64 @@ func (g *Gateway) waitFor(ctx context.Context, spec *toolSpec, exec activity.Exe
 		// is released before): read it once it is durable.
 		return g.untilSettled(ctx, exec, deadline, 5*time.Millisecond)
 	} else if (exec.State == activity.StateAccepted || exec.State == activity.StateAuthorized) && exec.Replica == g.lease.ID {
-		// Ours, and no goroutine of ours is on it: taken over. Another
+		// Ours, and no goroutine of ours is on it: taken over, by one
+		// retry (another arriving meanwhile waits on this one). Another
 		// replica's is its own until its lease runs out (recover.go).
+		done, first := g.inflight.claim(exec.ID)
+		if !first {
+			return g.untilSettled(ctx, exec, deadline, 5*time.Millisecond)
+		}
+		defer done()
+		return g.takeOver(ctx, spec, exec, send)
+	}
+	// In flight on another replica (or another process before this one):
+	// poll the store.
+	return g.untilSettled(ctx, exec, deadline, 50*time.Millisecond)
+}
+
+// takeOver carries on an execution of ours that no goroutine is on (the
+// call that accepted it could not record what came next). One accepted
+// while it waited on approvals goes through them again: a denial or an
+// expiry rejects it, a pending one is waited on; it is never sent on the
+// strength of having been accepted.
+func (g *Gateway) takeOver(ctx context.Context, spec *toolSpec, exec activity.Execution, send map[string]any) activity.Execution {
+	if exec.State == activity.StateAccepted {
+		as, err := g.store.ApprovalsOf(ctx, []activity.ExecutionID{exec.ID})
+		if err != nil {
+			g.log.Error("take over: read approvals", "execution", exec.ID, "error", err)
+			return g.current(ctx, exec)
+		}
+		if ids := approvalIDs(as[exec.ID]); len(ids) > 0 {
+			next, ours := g.awaitApprovals(ctx, exec, ids)
+			if ours {
+				next = g.execute(ctx, spec, next, send)
+			}
+			return next
+		}
+	}
+	_, err := g.store.Write(ctx, func(w *activity.Tx) error {
+		if err := g.fence(w); err != nil {
+			return err
+		}
 		var err error
-		_, err = g.store.Write(ctx, func(w *activity.Tx) error {
-			if err := g.fence(w); err != nil {
+		if exec.State == activity.StateAccepted {
+			if exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAccepted, To: activity.StateAuthorized}); err != nil {
 				return err
 			}
-			if exec.State == activity.StateAccepted {
-				if exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAccepted, To: activity.StateAuthorized}); err != nil {
-					return err
-				}
-			}
-			exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAuthorized, To: activity.StateDispatched,
-				Reason: "taken over: the process that accepted it is gone", Replica: g.lease.ID})
-			return err
-		})
-		if err == nil {
-			return g.execute(ctx, spec, exec, send)
 		}
-	} else {
-		// In flight on another replica (or another process before this
-		// one): poll the store.
-		return g.untilSettled(ctx, exec, deadline, 50*time.Millisecond)
+		exec, err = w.Transition(activity.Transition{ExecutionID: exec.ID, From: activity.StateAuthorized, To: activity.StateDispatched,
+			Reason: "taken over: the process that accepted it is gone", Replica: g.lease.ID})
+		return err
+	})
+	if err != nil {
+		return g.current(ctx, exec)
 	}
+	return g.execute(ctx, spec, exec, send)
+}
+
+// current is exec as the store has it now (exec itself when it cannot
+// be read).
+func (g *Gateway) current(ctx context.Context, exec activity.Execution) activity.Execution {
 	if e, err := g.store.Execution(ctx, exec.ID); err == nil {
 		return e
 	}

@@ -32,3 +32,10 @@ func SetRenewalFault(f func(replica string) error) (restore func()) {
 	failRenewal = f
 	return func() { failRenewal = old }
 }
+
+// SetCloseGrace sets how long Close waits for outcomes to be written.
+func SetCloseGrace(d time.Duration) (restore func()) {
+	old := closeGrace
+	closeGrace = d
+	return func() { closeGrace = old }
+}

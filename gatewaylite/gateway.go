@@ -207,8 +207,6 @@ func (g *Gateway) addTool(spec *toolSpec, t *mcp.Tool) {
 	})
 }
 
-// Close stops background work and upstream connections. The store stays
-// open: its owner closes it.
 // Settle waits until every outcome recorded behind an answer is durable,
 // so a reader of the store sees what the agents were told. The gateway
 // itself never needs it (a retry waits on the execution in flight).
@@ -247,6 +245,12 @@ func (p *pending) wait() {
 	}
 }
 
+// closeGrace is how long Close waits for calls' outcomes to be written.
+var closeGrace = 10 * time.Second
+
+// Close stops background work and upstream connections, after the
+// outcomes in flight are written (at most closeGrace: then the store's
+// writes are abandoned, Abort). The store stays open: its owner closes it.
 func (g *Gateway) Close() error {
 	select {
 	case <-g.stop:
@@ -254,12 +258,27 @@ func (g *Gateway) Close() error {
 	default:
 		close(g.stop)
 	}
-	g.Settle()
-	if g.delivery != nil {
-		g.delivery.stop()
-	}
-	g.bg.Wait()
+	settled := make(chan struct{})
+	go func() {
+		g.Settle()
+		if g.delivery != nil {
+			g.delivery.stop()
+		}
+		g.bg.Wait()
+		close(settled)
+	}()
 	var errs []error
+	select {
+	case <-settled:
+	case <-time.After(closeGrace):
+		// The database stopped answering (paused, unreachable): what is
+		// not written stays dispatched, recovered as unknown at the next
+		// start, as after a crash.
+		g.log.Error("the database has not answered for "+closeGrace.String()+": abandoning the writes in flight", "replica", g.lease.ID)
+		errs = append(errs, fmt.Errorf("gateway stopped with writes in flight: the database did not answer for %v", closeGrace))
+		g.store.Abort()
+		<-settled
+	}
 	for i := len(g.closers) - 1; i >= 0; i-- { // last opened, first closed: the lock goes last
 		errs = append(errs, g.closers[i]())
 	}
@@ -294,15 +313,22 @@ type inflight struct {
 }
 
 func (f *inflight) begin(id activity.ExecutionID) func() {
+	// Already begun by this goroutine's caller (a resend inside execute):
+	// the outer end closes it.
+	end, _ := f.claim(id)
+	return end
+}
+
+// claim begins id unless a goroutine already has: first says this one
+// did (the others get an end that does nothing).
+func (f *inflight) claim(id activity.ExecutionID) (end func(), first bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done == nil {
 		f.done = map[activity.ExecutionID]chan struct{}{}
 	}
 	if _, ok := f.done[id]; ok {
-		// Already begun by this goroutine's caller (a resend inside
-		// execute): the outer end closes it.
-		return func() {}
+		return func() {}, false
 	}
 	ch := make(chan struct{})
 	f.done[id] = ch
@@ -311,7 +337,7 @@ func (f *inflight) begin(id activity.ExecutionID) func() {
 		delete(f.done, id)
 		f.mu.Unlock()
 		close(ch)
-	}
+	}, true
 }
 
 // wait returns a channel closed when id's dispatch ends, or nil when no

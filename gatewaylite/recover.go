@@ -15,7 +15,10 @@ import (
 // lease is claimed at once, with the executions no replica owns (written
 // before leases). On PostgreSQL only leases that ran out are claimed;
 // ownerless executions only when no other replica is alive; leases that
-// run out later are claimed as they do (keepLease).
+// ran out are claimed by the sweep once this replica's own renewals have
+// held a whole TTL (claimsAllowed): one starting as the database returns
+// from an outage would otherwise claim the live replicas that have not
+// renewed yet.
 func (g *Gateway) recoverInFlight(ctx context.Context) error {
 	sole := !g.store.IsPostgres()
 	n, err := g.recoverFrom(ctx, func(w *activity.Tx) ([]string, bool, error) {
@@ -29,9 +32,6 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !sole {
-		n += g.recoverExpired(ctx)
-	}
 	g.log.Info("recovered executions left in flight", "count", n)
 	return nil
 }
@@ -39,7 +39,9 @@ func (g *Gateway) recoverInFlight(ctx context.Context) error {
 // recoverExpired claims the leases that ran out, one by one, and recovers
 // their executions; it returns how many executions it recovered.
 func (g *Gateway) recoverExpired(ctx context.Context) int {
-	ids, err := g.store.ExpiredLeases(ctx)
+	list, cancel := context.WithTimeout(ctx, max(g.lease.TTL/4, 10*time.Millisecond))
+	ids, err := g.store.ExpiredLeases(list)
+	cancel()
 	if err != nil {
 		g.log.Warn("list expired leases", "error", err)
 		return 0
@@ -49,7 +51,12 @@ func (g *Gateway) recoverExpired(ctx context.Context) int {
 		if id == g.lease.ID {
 			continue // ours ran out while we stalled: the renewal says whether it was claimed
 		}
-		n, err := g.recoverFrom(ctx, func(*activity.Tx) ([]string, bool, error) { return []string{id}, false, nil }, false)
+		n, err := g.recoverFrom(ctx, func(*activity.Tx) ([]string, bool, error) {
+			if !g.claimsAllowed() { // the write waited: on a database that stalled?
+				return nil, false, nil
+			}
+			return []string{id}, false, nil
+		}, false)
 		if err != nil {
 			g.log.Error("recover replica", "replica", id, "error", err)
 			continue
@@ -152,6 +159,14 @@ func (g *Gateway) recoverOne(w *activity.Tx, e activity.Execution, owner string)
 	switch e.State {
 	case activity.StateAccepted, activity.StateAuthorized:
 		to, why = activity.StateFailedBefore, gone+" before dispatching it: nothing was sent"
+		// An operator's refusal stands for every retry: one answered
+		// while nobody recorded it rejects the execution, where failed
+		// before dispatch would let a retry ask again.
+		if refusal, err := refusedApproval(w, e); err != nil {
+			return e, err
+		} else if refusal != "" && e.State == activity.StateAccepted {
+			to, why = activity.StateRejected, refusal+"; recorded after "+gone
+		}
 	case activity.StateDispatched:
 		to, why = activity.StateUnknown, gone+" while it was in flight: the target may have acted"
 	case activity.StateSucceeded, activity.StateFailed:
@@ -250,4 +265,19 @@ func (g *Gateway) lookupUntilSettled(spec *toolSpec, e activity.Execution) {
 		}
 		wait = min(2*wait, lookupMax)
 	}
+}
+
+// refusedApproval names the denial or expiry among the approvals e
+// waited on, or "".
+func refusedApproval(w *activity.Tx, e activity.Execution) (string, error) {
+	as, err := w.ApprovalsOf(e.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range as {
+		if a.State == activity.ApprovalDenied || a.State == activity.ApprovalExpired {
+			return fmt.Sprintf("approval %s %s by %s%s", a.ID, a.State, a.Operator, noteText(a.Note)), nil
+		}
+	}
+	return "", nil
 }

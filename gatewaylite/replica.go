@@ -25,8 +25,9 @@ type replica struct {
 	lost     chan struct{} // closed when another replica claimed the lease
 	lostOnce sync.Once
 	// healthySince is when its renewals last began to go through (unix
-	// ns; 0 while they fail): claimsAllowed.
-	healthySince atomic.Int64
+	// ns; 0 while they fail), renewed when the last one went through:
+	// claimsAllowed.
+	healthySince, renewed atomic.Int64
 }
 
 // startLease takes this process's lease.
@@ -36,7 +37,9 @@ func (g *Gateway) startLease(ctx context.Context) error {
 		return err
 	}
 	g.lease, g.lost = l, make(chan struct{})
-	g.healthySince.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	g.healthySince.Store(now)
+	g.renewed.Store(now)
 	return nil
 }
 
@@ -73,8 +76,16 @@ func (g *Gateway) keepLease() {
 		if err != nil {
 			g.healthySince.Store(0)
 			g.log.Warn("renew lease", "replica", g.lease.ID, "error", err)
+			continue
+		}
+		// A renewal later than half a TTL after the one before means this
+		// process stalled (paused, swapped out): others may have lapsed
+		// beside it, so it waits a whole TTL again before claiming.
+		now := time.Now().UnixNano()
+		if prev := g.renewed.Swap(now); time.Duration(now-prev) > g.lease.TTL/2 {
+			g.healthySince.Store(now)
 		} else {
-			g.healthySince.CompareAndSwap(0, time.Now().UnixNano())
+			g.healthySince.CompareAndSwap(0, now)
 		}
 	}
 }
@@ -86,9 +97,14 @@ func (g *Gateway) keepLease() {
 // others before they could renew, and they stopped (a healthy replica
 // killed). A live one renews within a quarter TTL of the database's
 // return: a whole TTL later, a lease still lapsed is a dead replica's.
+//
+// Its last renewal must also be recent (within half a TTL): a claim that
+// began before the database or this process stalled, and goes on after,
+// rests on health it no longer knows it has. Checked again inside each
+// claiming write (recoverExpired).
 func (g *Gateway) claimsAllowed() bool {
-	since := g.healthySince.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) >= g.lease.TTL
+	since, last := g.healthySince.Load(), g.renewed.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) >= g.lease.TTL && time.Since(time.Unix(0, last)) < g.lease.TTL/2
 }
 
 // failRenewal, set by a test, fails a replica's lease renewals while it

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpdup/mcpdup/activity/activitytest"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
+	"github.com/mcpdup/mcpdup/internal/pgtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,7 +30,14 @@ const replicaTTL = `lease_ttl = "1s"`
 // replicas find it: none of them is its creator.
 func sharedDB(t *testing.T) (db, keys string) {
 	t.Helper()
-	db, keys = activitytest.Postgres.DB(t), filepath.Join(t.TempDir(), "keys")
+	db = activitytest.Postgres.DB(t)
+	return db, sharedKeys(t, db)
+}
+
+// sharedKeys makes db's schema and keys, as replicas find them.
+func sharedKeys(t *testing.T, db string) (keys string) {
+	t.Helper()
+	keys = filepath.Join(t.TempDir(), "keys")
 	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +46,7 @@ func sharedDB(t *testing.T) (db, keys string) {
 		t.Fatal(err)
 	}
 	s.Close()
-	return db, keys
+	return keys
 }
 
 // replicaSetup is what the replica tests share: the agent's and the
@@ -614,5 +622,137 @@ func TestDatabaseAwayLongerThanALease(t *testing.T) {
 			t.Errorf("replica %s lost its lease to a live replica", g.Replica())
 		default:
 		}
+	}
+}
+
+// TestDeniedApprovalNeverTakenOver: a replica whose lease lapsed (its
+// renewals failing, nobody claiming it) could not record an operator's
+// denial (the write was fenced), so the refund stayed accepted; the
+// agent's retry on that replica then took it over as "the process that
+// accepted it is gone" and paid the refund the operator had denied.
+func TestDeniedApprovalNeverTakenOver(t *testing.T) {
+	defer gatewaylite.SetApprovalPoll(50 * time.Millisecond)()
+	target, db, keys, config := replicaSetup(t, strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "1h"`, 1))
+	var away atomic.Bool
+	t.Cleanup(gatewaylite.SetRenewalFault(func(string) error {
+		if away.Load() {
+			return errors.New("injected: renewal connection stuck")
+		}
+		return nil
+	}))
+	_, url := inProcessReplica(t, config, db, keys)
+	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+	cs, err := loopback.Connect(ctx, url, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"order": "o-66", "amount_cents": 5000}
+	first := make(chan map[string]any, 1)
+	go func() { first <- execMeta(t, mustCall(t, cs, "refund", args, nil)) }()
+	var pending []activity.Approval
+	waitFor(t, func() bool { pending, _ = operator.Approvals(ctx, true); return len(pending) == 1 }, "the call to wait on an approval")
+	away.Store(true)
+	time.Sleep(1500 * time.Millisecond) // the lease (1 s) lapses; no other replica claims it
+	if _, err := operator.DecideApproval(ctx, pending[0].ID, activity.ApprovalDenied, "alice", "fraudulent refund"); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-first; m["state"] != "rejected" {
+		t.Errorf("the denied call: %v, want rejected", m)
+	}
+	away.Store(false)
+	time.Sleep(700 * time.Millisecond) // renewed: the lease was never claimed
+	if m := execMeta(t, mustCall(t, cs, "refund", args, nil)); m["state"] != "rejected" {
+		t.Errorf("its retry: %v, want rejected", m)
+	}
+	if n := target.Total(); n != 0 {
+		t.Fatalf("the operator denied the refund, and the target acted %d times", n)
+	}
+}
+
+// TestStartingReplicaClaimsNoLiveOne: a replica (re)starting as the
+// database came back from an outage longer than a lease claimed at once
+// every live replica whose renewal had not landed yet: its start-up
+// recovery skipped the whole-TTL guard its sweeps keep.
+func TestStartingReplicaClaimsNoLiveOne(t *testing.T) {
+	_, db, keys, config := replicaSetup(t, "")
+	var away atomic.Int32 // 0: reachable; 1: away for all; 2: away for the first replica only
+	var first atomic.Value
+	first.Store("")
+	t.Cleanup(gatewaylite.SetRenewalFault(func(replica string) error {
+		switch away.Load() {
+		case 1:
+			return errors.New("injected: the database is away")
+		case 2:
+			if replica == first.Load().(string) {
+				return errors.New("injected: not reachable yet")
+			}
+		}
+		return nil
+	}))
+	a, _ := inProcessReplica(t, config, db, keys)
+	first.Store(a.Replica())
+	away.Store(1)
+	time.Sleep(2500 * time.Millisecond) // its lease (1 s) runs out
+	away.Store(2)
+	go func() { time.Sleep(500 * time.Millisecond); away.Store(0) }()
+	c, _ := inProcessReplica(t, config, db, keys) // starting as the database returns
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-a.Lost():
+		t.Errorf("live replica %s lost its lease to %s, which had just started", a.Replica(), c.Replica())
+	default:
+	}
+}
+
+// TestCloseWhileDatabasePaused: a replica told to stop while PostgreSQL
+// did not answer (paused, its connections open) waited for good on the
+// outcome it could not write: SIGTERM never ended the process. Close
+// now gives the writes a grace, then abandons them and says so; the
+// execution stays dispatched on disk, recovered as unknown like a crash.
+func TestCloseWhileDatabasePaused(t *testing.T) {
+	defer gatewaylite.SetCloseGrace(time.Second)()
+	grace := activity.CloseGrace
+	activity.CloseGrace = time.Second
+	t.Cleanup(func() { activity.CloseGrace = grace })
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	pg := pgtest.Own(t)
+	db := pg.NewDB(t)
+	keys := sharedKeys(t, db)
+	target := loopback.NewTarget()
+	t.Cleanup(target.Close)
+	gw, url := inProcessReplica(t, testConfig(target.URL, target.URL, replicaTTL), db, keys)
+	hold := make(chan struct{})
+	target.SetHold(hold)
+	cs, err := loopback.Connect(ctx, url, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	go call(t, cs, "deploy_release", map[string]any{"service": "s", "version": "9"}, nil)
+	waitFor(t, func() bool { return target.Total() == 1 }, "the target to receive the call")
+	resume := pg.Pause(t)
+	target.SetHold(nil)
+	close(hold)
+	time.Sleep(300 * time.Millisecond) // the answer is back; its outcome cannot be written
+	closed := make(chan error, 1)
+	go func() { closed <- gw.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "did not answer") {
+			t.Errorf("Close abandoned a write and said: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		resume()
+		t.Fatal("Close did not return within 15 s while the database was paused")
+	}
+	resume()
+	if n := target.Total(); n != 1 {
+		t.Fatalf("the target acted %d times, want 1", n)
 	}
 }

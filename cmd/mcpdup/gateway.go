@@ -104,7 +104,8 @@ func (c *GatewayCmd) Run(g *Globals) error {
 		return fmt.Errorf("gateway replica %s lost its lease (silent past lease_ttl %v): another replica recovered its executions", gw.Replica(), cfg.LeaseTTL.Duration)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: finishing in-flight calls")
+	stop() // a second signal ends the process at once
+	logger.Info("shutting down: finishing in-flight calls (a second signal stops at once)")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {

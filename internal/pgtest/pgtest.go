@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -66,16 +67,85 @@ func DB(tb testing.TB) string {
 	if initErr != nil {
 		tb.Fatalf("postgres: %v", initErr)
 	}
+	return shared.NewDB(tb)
+}
+
+// NewDB creates a new, empty database on s, dropped when tb ends, and
+// returns its URL.
+func (s *Server) NewDB(tb testing.TB) string {
+	tb.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
-	if err := shared.exec(fmt.Sprintf("CREATE DATABASE %s", name)); err != nil {
+	if err := s.exec(fmt.Sprintf("CREATE DATABASE %s", name)); err != nil {
 		tb.Fatalf("postgres: %v", err)
 	}
 	tb.Cleanup(func() {
-		if err := shared.exec(fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+		if err := s.exec(fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
 			tb.Errorf("postgres: %v", err)
 		}
 	})
-	return shared.URL(name)
+	return s.URL(name)
+}
+
+// Own starts a cluster for tb alone, stopped when tb ends: for a test
+// that pauses its server (MCPDUP_TEST_POSTGRES's is not ours to pause).
+func Own(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Start()
+	if err != nil {
+		tb.Fatalf("postgres: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Pause stops every process of a server Start ran (SIGSTOP): it keeps
+// its connections and answers nothing, as a server frozen or cut off
+// does, until resume (also run when tb ends).
+func (s *Server) Pause(tb testing.TB) (resume func()) {
+	tb.Helper()
+	if s.cmd == nil {
+		tb.Fatal("pgtest: Pause needs a server the tests started (Own)")
+	}
+	pids := append([]int{s.cmd.Process.Pid}, children(s.cmd.Process.Pid)...)
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGCONT)
+			}
+		})
+	}
+	tb.Cleanup(resume)
+	return resume
+}
+
+// children lists the processes whose parent is pid (from /proc).
+func children(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(fields[1]); ppid == pid {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // Server is a PostgreSQL server the tests use.
