@@ -331,7 +331,7 @@ func (s *Store) runOne(tx *sql.Tx, chain *Tx, req *writeReq, i int, alone bool) 
 	// Statements must not see the caller's cancellation: SQLite answers an
 	// interrupted write by rolling back the whole transaction, which here
 	// holds other callers' writes too.
-	w := &Tx{s: s, tx: tx, ctx: context.WithoutCancel(req.ctx), now: s.opts.Now().UTC(),
+	w := &Tx{s: s, tx: tx, ctx: context.WithoutCancel(req.ctx), now: s.Now().UTC(),
 		head: chain.head, next: chain.next, edge: chain.edge, loaded: chain.loaded, shared: chain.shared}
 	err := req.fn(w)
 	if err == nil {

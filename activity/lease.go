@@ -79,9 +79,9 @@ func (s *Store) StartLease(ctx context.Context, name string, ttl time.Duration) 
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	l := Lease{ID: newID("gw", s.opts.Now()), Name: name, TTL: ttl}
+	l := Lease{ID: newID("gw", s.Now()), Name: name, TTL: ttl}
 	_, err := s.opsDB().ExecContext(ctx, `INSERT INTO replicas(id, name, pid, started_at, renewed_ms, expires_ms)
-		VALUES (?, ?, ?, ?, `+s.nowMS()+`, `+s.nowMS()+` + ?)`, l.ID, name, os.Getpid(), FormatTime(s.opts.Now()), ttl.Milliseconds())
+		VALUES (?, ?, ?, ?, `+s.nowMS()+`, `+s.nowMS()+` + ?)`, l.ID, name, os.Getpid(), FormatTime(s.Now()), ttl.Milliseconds())
 	if err != nil {
 		return Lease{}, fmt.Errorf("start lease: %w", err)
 	}
@@ -90,14 +90,20 @@ func (s *Store) StartLease(ctx context.Context, name string, ttl time.Duration) 
 
 // RenewLease extends l by its TTL from now, or says ErrLeaseLost when
 // another replica has claimed it.
+// On PostgreSQL it measures the store's clock offset as it goes.
 func (s *Store) RenewLease(ctx context.Context, l Lease) error {
-	res, err := s.renewDB().ExecContext(ctx, `UPDATE replicas SET renewed_ms = `+s.nowMS()+`, expires_ms = `+s.nowMS()+` + ?
-		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL`, l.TTL.Milliseconds(), l.ID)
+	before := s.opts.Now()
+	var us int64
+	err := s.renewDB().QueryRowContext(ctx, `UPDATE replicas SET renewed_ms = `+s.nowMS()+`, expires_ms = `+s.nowMS()+` + ?
+		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL RETURNING `+s.nowMicros(), l.TTL.Milliseconds(), l.ID).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrLeaseLost
+	}
 	if err != nil {
 		return fmt.Errorf("renew lease %s: %w", l.ID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return ErrLeaseLost
+	if s.pg {
+		s.setClock(before, s.opts.Now(), us)
 	}
 	return nil
 }
@@ -106,7 +112,7 @@ func (s *Store) RenewLease(ctx context.Context, l Lease) error {
 // left in flight is recovered at once.
 func (s *Store) EndLease(ctx context.Context, l Lease) error {
 	_, err := s.renewDB().ExecContext(ctx, `UPDATE replicas SET ended_at = ?, expires_ms = `+s.nowMS()+`
-		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL`, FormatTime(s.opts.Now()), l.ID)
+		WHERE id = ? AND recovered_by IS NULL AND ended_at IS NULL`, FormatTime(s.Now()), l.ID)
 	if err != nil {
 		return fmt.Errorf("end lease %s: %w", l.ID, err)
 	}

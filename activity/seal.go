@@ -95,7 +95,7 @@ func (s *Store) sealLocked(ctx context.Context, reason SealReason) (Checkpoint, 
 	if s.signer == nil {
 		return Checkpoint{}, fmt.Errorf("cannot seal %s: %w", s.origin, s.keyErr)
 	}
-	began := s.opts.Now()
+	began := s.Now()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return Checkpoint{}, err
@@ -219,7 +219,7 @@ func (s *Store) seal(ctx context.Context, tx *sql.Tx, reason SealReason) (Checkp
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	now := s.opts.Now().UTC()
+	now := s.Now().UTC()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_checkpoint(size, note, created_at, reason) VALUES (?,?,?,?)`,
 		size, string(msg), FormatTime(now), string(reason)); err != nil {
 		return Checkpoint{}, err
@@ -372,7 +372,7 @@ func (s *Store) sealDue(ctx context.Context, reason SealReason) (Checkpoint, err
 		return Checkpoint{}, nil
 	}
 	switch {
-	case s.opts.Now().Sub(oldest) >= s.opts.Seal.Every:
+	case s.Now().Sub(oldest) >= s.opts.Seal.Every:
 		return s.sealLocked(ctx, SealInterval)
 	case unsealed >= s.opts.Seal.EveryRecords:
 		return s.sealLocked(ctx, SealRecords)

@@ -138,10 +138,13 @@ type Store struct {
 	// hard is the context of every write transaction; abort cancels it
 	// (Abort, or Close after CloseGrace) so a database that stopped
 	// answering fails the writes in flight instead of holding them.
-	hard      context.Context
-	abort     context.CancelFunc
-	writes    chan *writeReq // to the committer
-	committer sync.WaitGroup
+	hard  context.Context
+	abort context.CancelFunc
+	// clockOffset is the database's clock minus this host's, in ns
+	// (clock.go).
+	clockOffset atomic.Int64
+	writes      chan *writeReq // to the committer
+	committer   sync.WaitGroup
 	// walReset asks the committer to reset the WAL (checkpointStep).
 	walReset  atomic.Bool
 	pageBytes atomic.Int64 // the database's page size, once read
@@ -517,6 +520,9 @@ func (s *Store) init(ctx context.Context, created bool) error {
 		if created, err = s.pgInit(ctx); err != nil {
 			return err
 		}
+		if err := s.measureClock(ctx); err != nil {
+			return err
+		}
 		if err := s.loadOrigin(ctx, created); err != nil {
 			return err
 		}
@@ -570,7 +576,7 @@ func (s *Store) loadOrigin(ctx context.Context, created bool) error {
 	}
 	origin := s.opts.Origin
 	if origin == "" {
-		origin = "mcpdup.local/" + newID("", s.opts.Now())
+		origin = "mcpdup.local/" + newID("", s.Now())
 	}
 	if err := checkOrigin(origin); err != nil {
 		return err
@@ -578,7 +584,7 @@ func (s *Store) loadOrigin(ctx context.Context, created bool) error {
 	// OR IGNORE: another replica may name a new database at the same
 	// moment; the origin is whichever was written first.
 	_, err = s.w.ExecContext(ctx, `INSERT OR IGNORE INTO meta(key, value) VALUES ('origin', ?), ('created_at', ?)`,
-		origin, FormatTime(s.opts.Now()))
+		origin, FormatTime(s.Now()))
 	if err != nil {
 		return fmt.Errorf("write origin: %w", err)
 	}

@@ -533,7 +533,7 @@ func (g *Gateway) recordOutcomeAsync(ctx context.Context, exec activity.Executio
 	}
 	next := exec
 	local := t
-	local.At = activity.Some(time.Now().UTC()) // the record gets the commit's clock
+	local.At = activity.Some(g.now().UTC()) // the record gets the commit's clock
 	if err := next.Apply(local); err != nil {
 		return exec, false
 	}

@@ -26,7 +26,7 @@ type Options struct {
 	KeyDir string
 	// Logger receives operational messages; never secrets.
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means the store's (the database's, on PostgreSQL).
 	Now func() time.Time
 	// Version is reported to MCP clients.
 	Version string
@@ -99,7 +99,7 @@ type toolSpec struct {
 // a previous run left in flight.
 func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = store.Now // on PostgreSQL the database's clock, which every replica shares
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -183,6 +183,9 @@ func New(ctx context.Context, cfg *Config, store *activity.Store, opts Options) 
 		return nil, err
 	}
 	g.closers = append(g.closers, g.endLease)
+	if off := store.ClockOffset(); off > maxClockOffset || off < -maxClockOffset {
+		g.log.Warn("this host's clock is off the database's; the gateway keeps the database's time (fix NTP on this host)", "offset", off)
+	}
 	g.bg.Add(1)
 	go g.keepLease() // before recovery, which may wait on the write lock
 	if err := g.recoverInFlight(ctx); err != nil {
@@ -244,6 +247,10 @@ func (p *pending) wait() {
 		p.zero.Wait()
 	}
 }
+
+// maxClockOffset is how far this host's clock may be off the database's
+// before the gateway says so at start.
+const maxClockOffset = time.Second
 
 // closeGrace is how long Close waits for calls' outcomes to be written.
 var closeGrace = 10 * time.Second

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpdup/mcpdup/activity"
 	"github.com/mcpdup/mcpdup/activity/activitytest"
+	"github.com/mcpdup/mcpdup/activity/audit"
 	"github.com/mcpdup/mcpdup/demo/loopback"
 	"github.com/mcpdup/mcpdup/gatewaylite"
 	"github.com/mcpdup/mcpdup/internal/pgtest"
@@ -754,5 +755,79 @@ func TestCloseWhileDatabasePaused(t *testing.T) {
 	resume()
 	if n := target.Total(); n != 1 {
 		t.Fatalf("the target acted %d times, want 1", n)
+	}
+}
+
+// skewedReplica serves a replica on db whose host clock is skew off.
+func skewedReplica(t *testing.T, config, db, keys string, skew time.Duration) string {
+	t.Helper()
+	cfg, err := gatewaylite.ParseConfig([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keys, Now: func() time.Time { return time.Now().Add(skew) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	gw, err := gatewaylite.New(ctx, cfg, s, gatewaylite.Options{KeyDir: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", gw.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { gw.Close() })
+	return srv.URL + "/mcp"
+}
+
+// TestReplicasKeepTheDatabaseClock: replicas on hosts whose clocks
+// disagree compared a retry with the time another replica wrote by its
+// own clock. A retry on a host 90 minutes ahead was a "late repeat"
+// (deploy_release's attach window is an hour) and deployed again; a few
+// minutes' skew made audit verify call an honest log tampered (its
+// unsealed tail spanned more than the sealing policy allows). The store
+// keeps the database's time on PostgreSQL.
+func TestReplicasKeepTheDatabaseClock(t *testing.T) {
+	target, db, keys, config := replicaSetup(t, "")
+	behind := skewedReplica(t, config, db, keys, -3*time.Minute)
+	ahead := skewedReplica(t, config, db, keys, 90*time.Minute)
+	args := map[string]any{"service": "billing", "version": "13"}
+	run := map[string]any{"mcpdup.dev/run_id": "run-skew"}
+	var ids []any
+	for i, url := range []string{behind, ahead, behind, ahead} {
+		cs, err := loopback.Connect(ctx, url, agentToken, loopback.ProtocolStateless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := args
+		if i >= 2 { // a second intent, in the other order
+			a = map[string]any{"service": "billing", "version": "14"}
+		}
+		ids = append(ids, execMeta(t, mustCall(t, cs, "deploy_release", a, run))["id"])
+		cs.Close()
+	}
+	if ids[0] != ids[1] || ids[2] != ids[3] {
+		t.Errorf("retries within a second across replicas made new executions: %v", ids)
+	}
+	if n := target.Total(); n != 2 {
+		t.Errorf("the target acted %d times for two intents, each retried once", n)
+	}
+	s, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pub, err := s.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.VerifyStore(ctx, s, audit.Options{Key: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tampered {
+		t.Errorf("audit verify of an honest log written by skewed hosts: %+v", rep.Problems)
 	}
 }
