@@ -100,3 +100,41 @@ func newestOf(newest WitnessLine, line []byte) WitnessLine {
 	}
 	return newest
 }
+
+// WitnessSpan reads a whole witness file for an audit: the oldest and
+// newest checkpoints it holds, and how many of its lines hold none
+// (garbage, or a line a crash cut short). A missing file is the zero
+// span. A file whose oldest checkpoint is not the log's first says
+// witnessing began late: the file was deleted and begun again, or the
+// key directory was copied without it.
+func WitnessSpan(path string) (oldest, newest WitnessLine, bad int, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return oldest, newest, 0, nil
+	}
+	if err != nil {
+		return oldest, newest, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxWitnessLine)
+	first := true
+	for sc.Scan() {
+		var w WitnessLine
+		if json.Unmarshal(sc.Bytes(), &w) != nil || w.Checkpoint == "" {
+			bad++
+			continue
+		}
+		if first || w.Size < oldest.Size {
+			oldest = w
+		}
+		if first || w.Size >= newest.Size {
+			newest = w
+		}
+		first = false
+	}
+	if err := sc.Err(); err != nil {
+		return oldest, newest, bad, fmt.Errorf("%s: %w", path, err)
+	}
+	return oldest, newest, bad, nil
+}

@@ -21,6 +21,9 @@ type Integrity struct {
 	// TablesThrough is how many records the table check covered when it
 	// is behind the log (a live console checks the tables less often).
 	TablesThrough int64 `json:"tables_verified_through,omitempty"`
+	// WitnessGap: the witness file cannot rule out a rollback (missing,
+	// begun again, edited): the rollback_fork check's warning.
+	WitnessGap bool `json:"witness_incomplete,omitempty"`
 	// Proven is set when only the records an output rests on were proven
 	// (RecordsProven), not the whole log.
 	Proven   int    `json:"records_proven,omitempty"`
@@ -41,6 +44,9 @@ const (
 	PhraseUnsealedTail = "unsealed tail"
 	PhraseNoTables     = "tables not checked"
 	PhraseTablesAt     = "tables at record"
+	PhraseWitnessGap   = "witness incomplete"
+	// PhraseNoKey: nothing signed could be checked.
+	PhraseNoKey = "no key to check the log's signatures"
 	// PhraseRestNotChecked: only some records were proven (RecordsProven).
 	PhraseRestNotChecked = "the rest of the log not checked"
 )
@@ -53,10 +59,20 @@ func (r *Report) Integrity() Integrity {
 		if c.Name == CheckTables && c.Status != StatusSkipped {
 			in.Tables = true
 		}
+		if c.Name == CheckTrusted && c.Status == StatusWarning {
+			in.WitnessGap = true
+		}
 	}
 	if r.Tampered {
 		in.State = IntegrityTampered
 		in.Text = fmt.Sprintf("TAMPERED: %d problem(s) in the log or its tables; run mcpdup audit verify to see them", in.Problems)
+		return in
+	}
+	if r.Result == ResultUnsigned {
+		// Chain and tables agree, but anyone who can write the database
+		// can rewrite both: nothing here is proven by a signature.
+		in.State = IntegrityNotChecked
+		in.Text = "not checked: " + PhraseNoKey + " (its chain and tables agree, which anyone able to write the database could have made so); run where its signing key is, or pass the key: mcpdup audit verify --key"
 		return in
 	}
 	in.State = IntegrityVerified
@@ -113,6 +129,9 @@ func (in Integrity) Short() string {
 	case IntegrityTampered:
 		return fmt.Sprintf("audit ✗ TAMPERED (%d problems)", in.Problems)
 	case IntegrityNotChecked:
+		if strings.Contains(in.Text, PhraseNoKey) {
+			return "audit – not checked (no key)"
+		}
 		return "audit – not checked"
 	}
 	s := "audit ✓ verified"
@@ -131,6 +150,9 @@ func (in Integrity) caveats(tail string) []string {
 	}
 	if in.Unsealed > 0 {
 		out = append(out, PhraseUnsealedTail+fmt.Sprintf(tail, in.Unsealed))
+	}
+	if in.WitnessGap {
+		out = append(out, PhraseWitnessGap)
 	}
 	if !in.Tables {
 		out = append(out, PhraseNoTables)

@@ -49,9 +49,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
-	if r.Tampered {
+	switch {
+	case r.Tampered:
 		fmt.Fprintf(&b, "result: TAMPERED: %d problem(s) found\n", len(r.Problems)+r.ProblemsOmitted)
-	} else {
+	case r.Result == ResultUnsigned:
+		b.WriteString("result: NOT VERIFIED: no key, so no signature was checked; the chain and tables agree, which anyone able to write this database could have made so (pass --key)\n")
+	default:
 		b.WriteString("result: OK: no tampering found in what could be checked\n")
 	}
 	_, err := io.WriteString(w, b.String())

@@ -503,13 +503,20 @@ func ReadExportHeader(path string) (ExportHeader, error) {
 // one, unless the operator gave one: a rewrite of the database that also
 // deleted its checkpoints then shows as a fork or rollback.
 func UseWitness(path string, opts *Options) error {
-	if opts.Trusted != nil || path == "" {
+	if path == "" {
 		return nil
 	}
-	cp, err := ReadWitness(path)
-	if err != nil || cp == nil {
+	oldest, newest, bad, err := activity.WitnessSpan(path)
+	if err != nil {
 		return err
 	}
-	opts.Trusted, opts.TrustedFrom = cp, "witnessed in "+path
+	opts.Witness, opts.WitnessFrom, opts.WitnessBad = path, oldest.Size, bad
+	if newest.Checkpoint == "" {
+		opts.WitnessFrom = -1
+		return nil
+	}
+	if opts.Trusted == nil {
+		opts.Trusted, opts.TrustedFrom = []byte(newest.Checkpoint), "witnessed in "+path
+	}
 	return nil
 }

@@ -42,6 +42,14 @@ type Options struct {
 	// TrustedFrom says where Trusted came from, for the report ("the
 	// witness file …"); empty: given by the operator.
 	TrustedFrom string
+	// Witness is the witness file UseWitness read ("" none was asked
+	// for); WitnessFrom the size of its oldest checkpoint, -1 when it
+	// holds none (missing, empty, unreadable); WitnessBad its lines that
+	// hold no checkpoint. The report warns when witnessing began after
+	// the log's first checkpoint.
+	Witness     string
+	WitnessFrom int64
+	WitnessBad  int
 }
 
 // Check names, in the order they are reported.
@@ -117,7 +125,7 @@ type Report struct {
 	Problems        []Problem `json:"problems"`
 	ProblemsOmitted int       `json:"problems_omitted"`
 	Tampered        bool      `json:"tampered"`
-	Result          string    `json:"result"` // ok | tampered
+	Result          string    `json:"result"` // ok | tampered | unsigned (no key: nothing signed could be checked)
 	// TablesThrough is how many records the table check covered, when it
 	// covered fewer than Records (a Follower checks them less often).
 	TablesThrough int64 `json:"tables_verified_through,omitempty"`
@@ -481,6 +489,11 @@ func (v *verifier) close() {
 	v.pending = nil
 }
 
+// ResultUnsigned is the result of a log verified with no key: its chain
+// and tables agree, which anyone able to write the database could have
+// made so; no signature was checked.
+const ResultUnsigned = "unsigned"
+
 // report builds the report once the log has been read and closed.
 func (v *verifier) report(source, key string) *Report {
 	rep := new(Report)
@@ -505,9 +518,13 @@ func (v *verifier) report(source, key string) *Report {
 	rep.Checks = v.checks(rep)
 	rep.Tampered = len(v.problems) > 0
 	rep.DurationMS = time.Since(v.start).Milliseconds()
-	rep.Result = "ok"
-	if rep.Tampered {
+	switch {
+	case rep.Tampered:
 		rep.Result = "tampered"
+	case v.verifiers == nil:
+		rep.Result = ResultUnsigned
+	default:
+		rep.Result = "ok"
 	}
 	return rep
 }
@@ -580,7 +597,9 @@ func (v *verifier) checks(rep *Report) []Check {
 		newest = max(newest, cp.size)
 	}
 	add(CheckTruncation, StatusOK, "log size %d ≥ newest checkpoint %d; removal after it cannot be ruled out without a trusted checkpoint", v.pos, newest)
-	if v.trusted == nil {
+	if gap := v.witnessGap(); gap != "" {
+		add(CheckTrusted, StatusWarning, "%s", gap)
+	} else if v.trusted == nil {
 		add(CheckTrusted, StatusSkipped, "no trusted checkpoint: pass --trusted-checkpoint to detect rollback or a rewritten history")
 	} else {
 		from := ""
@@ -636,4 +655,30 @@ func (v *verifier) tablesCheck() Check {
 		c.Detail = fmt.Sprintf("%d rows in %d tables rebuilt from %d records and equal", v.tables.Rows, len(v.tables.Tables), v.tables.Records)
 	}
 	return c
+}
+
+// witnessGap says why the witness file cannot rule out a rollback of
+// this log, or "": it holds no checkpoint though the database has some,
+// or its first is later than the database's first (witnessing begun
+// again: the file deleted, or a key directory copied without it), or it
+// holds lines that are no checkpoint. The sealing host appends every
+// checkpoint to it, so each of these is either a copy made elsewhere or
+// someone's hand on the file.
+func (v *verifier) witnessGap() string {
+	if v.opts.Witness == "" || len(v.checkpoints) == 0 {
+		return ""
+	}
+	first := v.checkpoints[0].size
+	for _, cp := range v.checkpoints {
+		first = min(first, cp.size)
+	}
+	switch {
+	case v.opts.WitnessFrom < 0:
+		return fmt.Sprintf("the witness file %s holds no checkpoint (missing, empty or unreadable) though the database has %d: a rollback to an earlier copy or a truncation cannot be ruled out; the host that seals this log appends each checkpoint there, so either this database was copied here without it or the file was removed", v.opts.Witness, len(v.checkpoints))
+	case v.opts.WitnessFrom > first:
+		return fmt.Sprintf("the witness file %s begins at checkpoint size %d, after the database's first at %d: witnessing began again (the file removed, or a key directory copied without it), and a rollback or truncation before size %d cannot be ruled out", v.opts.Witness, v.opts.WitnessFrom, first, v.opts.WitnessFrom)
+	case v.opts.WitnessBad > 0:
+		return fmt.Sprintf("the witness file %s holds %d line(s) that are no checkpoint: it was edited (a crash cuts at most its last line)", v.opts.Witness, v.opts.WitnessBad)
+	}
+	return ""
 }

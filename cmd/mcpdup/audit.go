@@ -43,7 +43,8 @@ implies: each row rebuilt from the records by the writer's own rules and
 state machine, each stored result against its sha256. It says what it
 could not check, such as an unsealed tail or a key that was not pinned.
 
-Exit status: 0 no tampering found, 1 tampering found, 2 usage or I/O error.
+Exit status: 0 no tampering found, 1 tampering found, 2 usage or I/O
+error, or no key to check the signatures with (nothing verified).
 
 Examples:
   mcpdup audit verify --db ./incident.db --key ./keys/team.pub
@@ -66,6 +67,9 @@ func (c *VerifyCmd) Run(g *Globals) error {
 	}
 	if rep.Tampered {
 		return &exitError{1, errSilent}
+	}
+	if rep.Result == audit.ResultUnsigned {
+		return &exitError{2, errors.New("no key to check the log's signatures: pass --key (mcpdup audit key on the host that signs it), or run where its key directory is")}
 	}
 	return nil
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// copyDB copies a SQLite database (and its WAL) to path.
+func copyDB(t *testing.T, from, to string) {
+	t.Helper()
+	for _, ext := range []string{"", "-wal"} {
+		b, err := os.ReadFile(from + ext)
+		if err != nil && ext == "" {
+			t.Fatal(err)
+		}
+		if err == nil {
+			if err := os.WriteFile(to+ext, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestNoKeyIsNotVerified: with the key files gone, audit verify said
+// "OK: no tampering found" (exit 0) and analyze "verified … key not
+// pinned", though no signature was checked: a log rewritten and re-chained
+// by anyone with the database passed. Now nothing says verified without
+// a key.
+func TestNoKeyIsNotVerified(t *testing.T) {
+	demoDB(t)
+	t.Setenv("MCPDUP_KEY_DIR", t.TempDir()) // another host's: no key for this log
+	code, out, errs := mcpdup(t, "audit", "verify")
+	if code != 2 || !strings.Contains(out, "NOT VERIFIED") || !strings.Contains(errs, "no key") {
+		t.Errorf("audit verify without a key: exit %d, want 2 and NOT VERIFIED\n%s%s", code, out, errs)
+	}
+	code, out, errs = mcpdup(t, "analyze")
+	if strings.Contains(out+errs, "verified: log") || !strings.Contains(out+errs, "not checked: no key") {
+		t.Errorf("analyze without a key (exit %d) says:\n%s%s", code, out, errs)
+	}
+}
+
+// TestWitnessGapsAreSaid: the witness file outside the database is what
+// shows a rollback to an older copy. Deleted, it was silently not used
+// (audit verify "OK" after a rollback); deleted and begun again by the
+// next decision, it vouched for the rolled-back history. Both are said
+// now.
+func TestWitnessGapsAreSaid(t *testing.T) {
+	dir, db := demoDB(t)
+	keys := os.Getenv("MCPDUP_KEY_DIR")
+	witness, err := filepath.Glob(filepath.Join(keys, "*.witness"))
+	if err != nil || len(witness) != 1 {
+		t.Fatalf("witness files: %v %v", witness, err)
+	}
+	old := filepath.Join(dir, "old.db")
+	copyDB(t, db, old)
+	pending := pendingIDs(t)
+	if code, _, errs := mcpdup(t, "resolve", pending[0], "--rejected", "--note", "not at the target", "--operator", "bob"); code != 0 {
+		t.Fatalf("resolve: %d %s", code, errs)
+	}
+	// Roll back to the older copy, and take the witness away.
+	for _, ext := range []string{"-wal", "-shm"} {
+		os.Remove(db + ext)
+	}
+	copyDB(t, old, db)
+	if err := os.Remove(witness[0]); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := mcpdup(t, "audit", "verify")
+	if code != 0 || !strings.Contains(out, "holds no checkpoint") {
+		t.Errorf("verify with the witness removed: exit %d\n%s%s", code, out, errs)
+	}
+	if _, out, errs = mcpdup(t, "analyze"); !strings.Contains(out+errs, "witness incomplete") {
+		t.Errorf("analyze with the witness removed says:\n%s%s", out, errs)
+	}
+	// The next decision begins the witness again, from the rolled-back
+	// history: the file says so by where it begins.
+	if code, _, errs := mcpdup(t, "resolve", pendingIDs(t)[0], "--verified", "--note", "seen", "--operator", "mallory"); code != 0 {
+		t.Fatalf("resolve: %d %s", code, errs)
+	}
+	code, out, errs = mcpdup(t, "audit", "verify")
+	if !strings.Contains(out, "witnessing began again") {
+		t.Errorf("verify with the witness begun again: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// pendingIDs lists the executions waiting for an operator, from status.
+func pendingIDs(t *testing.T) []string {
+	t.Helper()
+	code, out, errs := mcpdup(t, "status", "-o", "json")
+	var st struct {
+		Pending []struct {
+			ID string `json:"id"`
+		} `json:"pending"`
+	}
+	if code != 0 || jsonUnmarshal(out, &st) != nil || len(st.Pending) == 0 {
+		t.Fatalf("status: %d\n%s%s", code, out, errs)
+	}
+	ids := make([]string, len(st.Pending))
+	for i, p := range st.Pending {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
