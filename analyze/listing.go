@@ -173,6 +173,7 @@ func (b *builder) finish(ctx context.Context, s *activity.Store, fill func([]*Ca
 				return nil, err
 			}
 			runs[c.RunID] = r
+			sus.runs = append(sus.runs, r)
 		}
 	}
 	w.runs = runs

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
 )
@@ -74,13 +75,28 @@ func Prove(ctx context.Context, s *activity.Store, sus *Suspect) (Proof, error) 
 		case !isCall:
 			bad("call %s: record %d is not a call", c.ID, c.Seq)
 		case rec.ID != c.ID || rec.ExecutionID != c.ExecutionID || rec.Disposition != c.Disposition || rec.Actor != c.Actor ||
-			!rec.ReceivedAt.Equal(c.ReceivedAt):
+			!rec.ReceivedAt.Equal(c.ReceivedAt) || rec.RunID != c.RunID || rec.Reason != c.Reason:
 			bad("call %s differs from record %d", c.ID, c.Seq)
 		}
 	}
 	for _, e := range sus.Executions {
 		if err := proveExecution(e, prove, bad); err != nil {
 			return p, err
+		}
+	}
+	// The runs the first question reads: who identified them, and how.
+	for _, r := range sus.runs {
+		ev, ok, err := prove(r.Seq)
+		if err != nil {
+			return p, err
+		}
+		if !ok {
+			continue
+		}
+		rec, isRun := ev.(*activity.Run)
+		if !isRun || rec.ID != r.ID || rec.Actor != r.Actor || rec.IdentifiedBy != r.IdentifiedBy || rec.Evidence != r.Evidence ||
+			!rec.StartedAt.Equal(r.StartedAt) {
+			bad("run %s differs from record %d", r.ID, r.Seq)
 		}
 	}
 	return p, nil
@@ -133,7 +149,7 @@ func proveExecution(e ExecutionSummary, prove func(int64) (any, bool, error), ba
 			replayed = nil
 			continue
 		case rec.ExecutionID != e.ID || rec.To != t.To || rec.From != t.From || rec.TargetStatus != t.TargetStatus ||
-			rec.ExitCode != t.ExitCode || rec.ResultRef != t.ResultRef:
+			rec.ExitCode != t.ExitCode || rec.ResultRef != t.ResultRef || rec.Reason != t.Reason || !sameAt(rec.At, t.At):
 			bad("execution %s: transition %d differs from its record", e.ID, t.Seq)
 		}
 		if replayed != nil {
@@ -200,6 +216,13 @@ func rowDiffers(want, got activity.Execution) string {
 		return "created or replayed ids"
 	case !slices.Equal(want.NotRecorded, got.NotRecorded):
 		return "not-recorded facts"
+	case want.Error != got.Error:
+		return "error"
 	}
 	return ""
+}
+
+// sameAt compares two optional times by instant.
+func sameAt(a, b activity.Opt[time.Time]) bool {
+	return a.OK == b.OK && a.V.Equal(b.V)
 }

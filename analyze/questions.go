@@ -48,6 +48,7 @@ type Suspect struct {
 	MaybeMore int                 `json:"effects_uncertain"` // executions that may have acted
 	first     *activity.Execution // the first call's execution
 	listCap   int                 // maxListed when it was listed
+	runs      []activity.Run      // the runs of its calls, as the first question read them (Prove)
 }
 
 // ExecutionSummary is one execution of a suspect as the analysis read it.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,3 +108,51 @@ func pendingIDs(t *testing.T) []string {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestVerifyRecordsCoversWhatTheAnswersRead: report --verify-records said
+// "verified" over a call moved to another run (Q1 then read "two agent
+// processes", a verdict of its own), a run's identification rewritten, a
+// transition's reason the answers quote, and an execution's error: none
+// of them was compared with its record.
+func TestVerifyRecordsCoversWhatTheAnswersRead(t *testing.T) {
+	for name, forge := range map[string]string{
+		"a call's run":        `UPDATE calls SET run_id = (SELECT r.id FROM runs r WHERE r.id <> calls.run_id ORDER BY r.seq LIMIT 1) WHERE seq = (SELECT MAX(seq) FROM calls WHERE run_id IS NOT NULL AND execution_id IN (%s))`,
+		"a run's evidence":    `UPDATE runs SET evidence = 'forged', identified_by = 'explicit_run_id' WHERE id IN (SELECT run_id FROM calls WHERE execution_id IN (%s))`,
+		"a transition reason": `UPDATE transitions SET reason = 'FORGED REASON' WHERE execution_id IN (%s)`,
+		"an execution error":  `UPDATE executions SET error = 'forged' WHERE id IN (%s)`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, db := demoDB(t)
+			raw, err := sql.Open("sqlite", db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			raw.Exec(`DROP TRIGGER IF EXISTS transitions_no_update`)
+			var sus *jsonSuspect
+			for _, s := range listSuspects(t) { // the first whose rows have one
+				var ids []string
+				for _, e := range s.Executions {
+					ids = append(ids, "'"+e.ID+"'")
+				}
+				if len(ids) == 0 {
+					continue
+				}
+				r, err := raw.Exec(fmt.Sprintf(forge, strings.Join(ids, ",")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, _ := r.RowsAffected(); n > 0 {
+					sus = &s
+					break
+				}
+			}
+			if sus == nil {
+				t.Fatal("no suspect has one to forge")
+			}
+			if code, out, errs := mcpdup(t, "report", "--verify-records", sus.ID); code != 1 || !strings.Contains(out, "TAMPERED") {
+				t.Fatalf("report --verify-records over %s: exit %d\n%s%s", name, code, out, errs)
+			}
+		})
+	}
+}
