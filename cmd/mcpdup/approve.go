@@ -12,13 +12,16 @@ import (
 type ApprovalsCmd struct {
 	All    bool   `help:"List decided approvals too, not only pending ones."`
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+	verifyFirst
 }
 
 func (c *ApprovalsCmd) Help() string {
 	return `A gateway asks for approval when a new agent run needs its session grant
 (session_grant = "ask") or a call uses a credential flagged
 per_use_approval. The call waits (approval_timeout) for 'mcpdup approve' or
-'mcpdup deny'.
+'mcpdup deny'. The list is checked against the signed log first, as every
+view is (--no-verify skips it): the table ends with what that proved, and
+on a tampered database the command exits 1 (with -o json, on stderr).
 
 Example:
   mcpdup approvals --db ./gw.db`
@@ -31,7 +34,12 @@ func (c *ApprovalsCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	verified := c.verifyBeside(ctx, s)
 	as, err := s.Approvals(ctx, !c.All)
+	if err != nil {
+		return err
+	}
+	in, err := verified()
 	if err != nil {
 		return err
 	}
@@ -39,8 +47,19 @@ func (c *ApprovalsCmd) Run(g *Globals) error {
 		if as == nil {
 			as = []activity.Approval{}
 		}
-		return writeJSON(g.stdout, as)
+		if err := writeJSON(g.stdout, as); err != nil {
+			return err
+		}
+		return warnTampered(g, "approvals", in)
 	}
+	if err := writeApprovals(g, as); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "\nintegrity: %s\n", in.Text)
+	return warnTampered(g, "approvals", in)
+}
+
+func writeApprovals(g *Globals, as []activity.Approval) error {
 	if len(as) == 0 {
 		fmt.Fprintln(g.stdout, "no pending approvals")
 		return nil

@@ -7,17 +7,21 @@ import (
 	"time"
 
 	"github.com/mcpdup/mcpdup/activity"
+	"github.com/mcpdup/mcpdup/activity/audit"
 )
 
 // StatusCmd summarises a database.
 type StatusCmd struct {
 	Output string `short:"o" enum:"table,json" default:"table" help:"Output format: table or json."`
+	verifyFirst
 }
 
 func (c *StatusCmd) Help() string {
 	return `Shows the log's size and sealing, executions by state, and every
 execution whose outcome is unknown or awaiting verification (the queue
-'mcpdup resolve' works on).
+'mcpdup resolve' works on). Like every view it first verifies the log and
+the tables it counts (--no-verify skips that), and says what that proved;
+on a tampered database it exits 1.
 
 Example:
   mcpdup status --db ./incident.db -o json`
@@ -33,6 +37,8 @@ type statusOutput struct {
 	KeyStatus string               `json:"key_status"`
 	// Vault: while it is locked the gateway refuses every call.
 	Vault statusVault `json:"vault"`
+	// Integrity is what verifying the log and tables proved.
+	Integrity audit.Integrity `json:"integrity"`
 }
 
 // statusVault is the vault's state and its last lock or unlock note.
@@ -48,6 +54,7 @@ func (c *StatusCmd) Run(g *Globals) error {
 		return err
 	}
 	defer s.Close()
+	verified := c.verifyBeside(ctx, s)
 	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
@@ -68,12 +75,26 @@ func (c *StatusCmd) Run(g *Globals) error {
 	} else {
 		out.CanSeal, out.KeyStatus = true, "signing key present"
 	}
-	if c.Output == "json" {
-		return writeJSON(g.stdout, out)
+	if out.Integrity, err = verified(); err != nil {
+		return err
 	}
+	if c.Output == "json" {
+		if err := writeJSON(g.stdout, out); err != nil {
+			return err
+		}
+		return warnTampered(g, "status", out.Integrity)
+	}
+	if err := c.writeTable(g, out, st, pending); err != nil {
+		return err
+	}
+	return warnTampered(g, "status", out.Integrity)
+}
+
+func (c *StatusCmd) writeTable(g *Globals, out statusOutput, st activity.Stats, pending []activity.Execution) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "database\t%s (%d-byte pages)\n", out.DB, st.PageSize)
 	fmt.Fprintf(w, "origin\t%s\n", out.Origin)
+	fmt.Fprintf(w, "integrity\t%s\n", out.Integrity.Text)
 	if st.SealedSize > st.Records {
 		// status reads what the database says; a checkpoint past the end
 		// means records were removed (audit verify proves it).

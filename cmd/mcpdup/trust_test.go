@@ -156,3 +156,37 @@ func TestVerifyRecordsCoversWhatTheAnswersRead(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusAndApprovalsSayWhatIsProven: status counted and listed rows
+// edited behind the store's back (a charge shown delivered, dropping out
+// of the verification queue) and approvals listed an answered approval as
+// pending, with nothing said about integrity and exit 0.
+func TestStatusAndApprovalsSayWhatIsProven(t *testing.T) {
+	_, db := demoDB(t)
+	if code, out, errs := mcpdup(t, "status"); code != 0 || !strings.Contains(out, "verified: log and tables") {
+		t.Fatalf("status of an untouched database: exit %d\n%s%s", code, out, errs)
+	}
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE executions SET state = 'delivered', outcome = 'success' WHERE state IN ('unknown', 'pending_verification')`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := mcpdup(t, "status", "-o", "json")
+	var st struct {
+		Integrity struct {
+			State string `json:"state"`
+		} `json:"integrity"`
+	}
+	if code != 1 || jsonUnmarshal(out, &st) != nil || st.Integrity.State != "tampered" || !strings.Contains(errs, "TAMPERED") {
+		t.Errorf("status -o json of an edited database: exit %d, integrity %q\n%s%s", code, st.Integrity.State, out, errs)
+	}
+	if code, out, errs := mcpdup(t, "approvals", "--all"); code != 1 || !strings.Contains(out, "integrity: TAMPERED") {
+		t.Errorf("approvals of an edited database: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := mcpdup(t, "status", "--no-verify"); code != 0 || !strings.Contains(out, "not checked: --no-verify") {
+		t.Errorf("status --no-verify: exit %d\n%s%s", code, out, errs)
+	}
+}
