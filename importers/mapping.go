@@ -97,6 +97,8 @@ type Mapping struct {
 	// methods (POST, PATCH…) Kong Gateway only retries if the TCP
 	// connection failed before the upstream received the request"): of
 	// several tries of such a request, only the last was sent.
+	// "*" is every method (Traefik's retry middleware retries nothing
+	// whose headers reached the backend).
 	UnsentRetryMethods []string `toml:"unsent_retry_methods"`
 
 	// Conditions, by flag or by status sent to the client.
@@ -1096,7 +1098,7 @@ func (d *mapped) sends(k *sink, n int64, doc any, r *request) error {
 			}
 			continue
 		}
-		if !last && slices.ContainsFunc(m.UnsentRetryMethods, func(v string) bool { return strings.EqualFold(v, r.method) }) {
+		if !last && slices.ContainsFunc(m.UnsentRetryMethods, func(v string) bool { return v == "*" || strings.EqualFold(v, r.method) }) {
 			// The proxy tried again: for this method it does so only when
 			// the try never reached the upstream.
 			if err := d.step(k, n, id, activity.Transition{To: activity.StateFailedBefore, At: activity.Some(r.end),

@@ -110,6 +110,9 @@ func (k *sink) fail(line int64, err error) error {
 	if re := (*activity.RowError)(nil); errors.As(err, &re) && re.Line > 0 {
 		line = re.Line
 	}
+	if line <= 0 { // a reading error names its own line
+		return fmt.Errorf("import %s: %w", k.file, err)
+	}
 	return fmt.Errorf("import %s line %d: %w", k.file, line, err)
 }
 
