@@ -831,3 +831,32 @@ func TestReplicasKeepTheDatabaseClock(t *testing.T) {
 		t.Errorf("audit verify of an honest log written by skewed hosts: %+v", rep.Problems)
 	}
 }
+
+// TestPostgresPausedLongerThanALease: PostgreSQL itself stopped
+// (SIGSTOP, its connections open) for three leases, then resumed. A
+// sweep that passed its health check just before the pause went on after
+// it and claimed whichever live replica's renewal landed second (2 runs
+// in 19 on the old code). Each claim now checks this replica's health
+// again inside its write, where its renewals during the pause had failed.
+func TestPostgresPausedLongerThanALease(t *testing.T) {
+	t.Setenv("TEST_AGENT_TOKEN", agentToken)
+	t.Setenv("TEST_DEPLOY_TOKEN", credValue)
+	pg := pgtest.Own(t)
+	db := pg.NewDB(t)
+	keys := sharedKeys(t, db)
+	config := testConfig("http://127.0.0.1:1", "http://127.0.0.1:1", replicaTTL)
+	a, _ := inProcessReplica(t, config, db, keys)
+	b, _ := inProcessReplica(t, config, db, keys)
+	time.Sleep(1500 * time.Millisecond) // both healthy for a whole TTL: claims allowed
+	resume := pg.Pause(t)
+	time.Sleep(3 * time.Second)
+	resume()
+	time.Sleep(3 * time.Second)
+	for _, g := range []*gatewaylite.Gateway{a, b} {
+		select {
+		case <-g.Lost():
+			t.Errorf("replica %s lost its lease to a live replica", g.Replica())
+		default:
+		}
+	}
+}
