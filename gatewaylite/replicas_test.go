@@ -860,3 +860,56 @@ func TestPostgresPausedLongerThanALease(t *testing.T) {
 		}
 	}
 }
+
+// TestDenialStandsAfterItsReplicaDied: a call waited on a per-use
+// approval on a replica that was killed; the operator denied it before
+// another replica recovered the call. Recovery made it
+// failed_before_dispatch, so the agent's retry asked for approval again:
+// the denial did not stand. Now the recovery rejects it with the denial,
+// and the retry gets that answer.
+func TestDenialStandsAfterItsReplicaDied(t *testing.T) {
+	defer gatewaylite.SetApprovalPoll(50 * time.Millisecond)()
+	target, db, keys, config := replicaSetup(t, strings.Replace(perUseConfig, `approval_timeout = "3s"`, `approval_timeout = "1h"`, 1))
+	_, survivor := inProcessReplica(t, config, db, keys)
+	operator, err := activity.Open(ctx, db, activity.Options{KeyDir: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+	addr := freeAddr(t)
+	doomed := startGatewayProcess(t, config, db, keys, addr)
+	cs, err := loopback.Connect(ctx, "http://"+addr+"/mcp", agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"order": "o-77", "amount_cents": 9000}
+	go call(t, cs, "refund", args, nil)
+	var pending []activity.Approval
+	waitFor(t, func() bool { pending, _ = operator.Approvals(ctx, true); return len(pending) == 1 }, "the call to wait on an approval")
+	doomed.kill()
+	if _, err := operator.DecideApproval(ctx, pending[0].ID, activity.ApprovalDenied, "alice", "fraudulent refund"); err != nil {
+		t.Fatal(err)
+	}
+	var e activity.Execution
+	waitFor(t, func() bool {
+		e, err = operator.Execution(ctx, pending[0].ExecutionID)
+		return err == nil && e.State != activity.StateAccepted
+	}, "the survivor to recover the dead replica's call")
+	if e.State != activity.StateRejected || !strings.Contains(e.Error, "denied by alice") {
+		t.Fatalf("recovered as %s (%s), want rejected with the denial", e.State, e.Error)
+	}
+	cs2, err := loopback.Connect(ctx, survivor, agentToken, loopback.ProtocolStateless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	if m := execMeta(t, mustCall(t, cs2, "refund", args, nil)); m["state"] != "rejected" || m["id"] != string(e.ID) {
+		t.Errorf("the retry: %v, want the denied execution, rejected", m)
+	}
+	if all, _ := operator.Approvals(ctx, false); len(all) != 1 {
+		t.Errorf("%d approvals asked, want the one the operator denied", len(all))
+	}
+	if n := target.Total(); n != 0 {
+		t.Fatalf("the target acted %d times", n)
+	}
+}
