@@ -93,8 +93,8 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := c.resolveKey(g, hdr.Origin, &opts); err != nil {
-			return nil, err
+		if badPub, err := c.resolveKey(g, hdr.Origin, &opts); err != nil || badPub != nil {
+			return nil, errors.Join(err, badPub)
 		}
 		return audit.VerifyExportFile(c.Export, opts)
 	}
@@ -103,18 +103,21 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 		return nil, err
 	}
 	defer s.Close()
-	if err := c.resolveKey(g, s.Origin(), &opts); err != nil {
+	badPub, err := c.resolveKey(g, s.Origin(), &opts)
+	if err != nil {
 		return nil, err
 	}
 	if pk, err := s.PublicKey(); err == nil && c.Key == "" {
 		// The host's signing key speaks for it, as it does for analyze
 		// and report: a .pub beside it that is not its public half was
 		// replaced, and is said so rather than trusted.
-		if opts.Key != "" && opts.Key != pk {
+		if badPub != nil || (opts.Key != "" && opts.Key != pk) {
 			_, pub := activity.KeyFiles(g.keyDir(), s.Origin())
 			fmt.Fprintf(g.stderr, "mcpdup audit verify: %s is not the public half of this host's signing key for %s: it was replaced; verifying with the signing key's\n", pub, s.Origin())
 		}
 		opts.Key = pk
+	} else if badPub != nil {
+		return nil, badPub
 	}
 	if !c.NoWitness {
 		witness := c.Witness
@@ -131,25 +134,27 @@ func (c *VerifyCmd) verify(g *Globals) (*audit.Report, error) {
 // resolveKey pins --key, or falls back to this host's public key file for
 // the origin (reported as not pinned). A key stored inside the database or
 // export is never used.
-func (c *VerifyCmd) resolveKey(g *Globals, origin string, opts *audit.Options) error {
+// A host .pub file that is no key for origin is returned as badPub, not
+// as an error: the host's signing key, when present, speaks instead.
+func (c *VerifyCmd) resolveKey(g *Globals, origin string, opts *audit.Options) (badPub, err error) {
 	if c.Key != "" {
 		_, vkey, err := activity.ReadVerifierKey(c.Key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		opts.Key, opts.KeyPinned = vkey, true
-		return nil
+		return nil, nil
 	}
 	_, pub := activity.KeyFiles(g.keyDir(), origin)
 	if _, err := os.Stat(pub); err != nil {
-		return nil // no key: signatures are reported as not checked
+		return nil, nil // no key: signatures are reported as not checked
 	}
 	_, vkey, err := activity.ReadVerifierKey(pub)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", pub, err), nil
 	}
 	opts.Key = vkey
-	return nil
+	return nil, nil
 }
 
 // CheckpointCmd seals and prints the newest checkpoint.

@@ -190,3 +190,23 @@ func TestStatusAndApprovalsSayWhatIsProven(t *testing.T) {
 		t.Errorf("status --no-verify: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestUnreadablePublicKeyFile: a .pub file that is no key for this log
+// (its text edited) made audit verify exit 2 with nothing on stdout,
+// while analyze verified with the signing key's half: the two disagreed.
+// Both verify with the signing key now, and audit verify says the file
+// was replaced.
+func TestUnreadablePublicKeyFile(t *testing.T) {
+	dir, _ := demoDB(t)
+	pubs, _ := filepath.Glob(filepath.Join(dir, "keys", "*.pub"))
+	if len(pubs) != 1 {
+		t.Fatalf("key files: %v", pubs)
+	}
+	if err := os.WriteFile(pubs[0], []byte("mcpdup.local/forged+deadbeef+AAAA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := mcpdup(t, "audit", "verify")
+	if code != 0 || !strings.Contains(errs, "it was replaced") || !strings.Contains(out, "result: OK") {
+		t.Fatalf("audit verify with an unreadable .pub: exit %d\n%s\n%s", code, out, errs)
+	}
+}
